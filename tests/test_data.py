@@ -1,0 +1,126 @@
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from conftest import tiny_frame
+from utils.data import (
+    Collator,
+    DataError,
+    EpochBatches,
+    TextDataset,
+    length_grouped_batches,
+    make_folds,
+    read_csv,
+    read_folds,
+    sorted_batches,
+)
+from utils.model import load_tokenizer
+
+
+def write(tmp_path, df, name="train.csv"):
+    path = tmp_path / name
+    df.to_csv(path, index=False)
+    return path
+
+
+def test_reads_valid_file_and_keeps_extra_columns(tmp_path):
+    df = tiny_frame(10).assign(extra=1)
+    out = read_csv(write(tmp_path, df))
+    assert list(out.columns) == list(df.columns)
+    assert out["target"].dtype == float
+
+
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda d: d.drop(columns="excerpt"), r"train.csv is missing column 'excerpt'; found: id, "),
+        (lambda d: d.assign(excerpt=d.excerpt.where(d.index != 3, "  ")), r"'excerpt' is empty at row 5 \(id id0003\)"),
+        (lambda d: d.assign(excerpt=d.excerpt.where(d.index != 0, None)), r"'excerpt' is empty at row 2 \(id id0000\)"),
+        (lambda d: d.assign(target=d.target.astype(object).where(d.index != 4, "hard")), r"'target' is not a finite number at row 6 \(id id0004\)"),
+        (lambda d: d.assign(id=d.id.where(d.index != 7, "id0001")), r"duplicate ids at row 3 \(id id0001\), row 9 \(id id0001\)"),
+        (lambda d: d.iloc[:0], r"train.csv has no data rows"),
+    ],
+)
+def test_bad_input_names_file_column_and_rows(tmp_path, mutate, match):
+    with pytest.raises(DataError, match=match):
+        read_csv(write(tmp_path, mutate(tiny_frame(10))))
+
+
+def test_bom_and_crlf_are_read_correctly(tmp_path):
+    df = tiny_frame(5)
+    df.loc[2, "excerpt"] = "First line.\nSecond line, with \"quotes\"."
+    path = tmp_path / "train.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + df.to_csv(index=False, lineterminator="\r\n").encode())
+    out = read_csv(path)
+    assert list(out.columns)[0] == "id"
+    assert out.loc[2, "excerpt"].startswith("First line.") and "quotes" in out.loc[2, "excerpt"]
+    assert out["id"].tolist() == df["id"].tolist()
+
+
+def test_test_file_with_one_row_works_and_missing_file_is_clear(tmp_path):
+    df = tiny_frame(1).drop(columns=["target", "standard_error"])
+    assert len(read_csv(write(tmp_path, df, "test.csv"), target_cols=())) == 1
+    with pytest.raises(DataError, match="nope.csv: file not found"):
+        read_csv(tmp_path / "nope.csv")
+
+
+@pytest.mark.parametrize("n,k", [(60, 2), (2834, 5), (37, 5)])
+def test_folds_disjoint_cover_and_depend_only_on_data_and_fold_seed(n, k):
+    df = tiny_frame(n)
+    folds = make_folds(df, k, seed=42)
+    assert set(folds) == set(range(k))  # 0-based, every fold used, every row assigned
+    assert (folds >= 0).all() and len(folds) == n
+    sizes = np.bincount(folds)
+    assert sizes.max() - sizes.min() <= 1 + n // 20
+    assert (make_folds(df, k, seed=42) == folds).all()
+    assert (make_folds(df, k, seed=7) != folds).any()
+
+
+def test_folds_are_stratified_on_target():
+    df = tiny_frame(500)
+    folds = make_folds(df, 5, seed=0)
+    means = [df.target[folds == k].mean() for k in range(5)]
+    assert np.ptp(means) < 0.1 * df.target.std()
+
+
+def test_read_folds_checks_coverage(tmp_path):
+    df = tiny_frame(10)
+    pd.DataFrame({"id": df.id, "fold": np.arange(10) % 2}).to_csv(tmp_path / "f.csv", index=False)
+    assert (read_folds(tmp_path / "f.csv", df.id) == np.arange(10) % 2).all()
+    pd.DataFrame({"id": df.id[:8], "fold": 0}).to_csv(tmp_path / "g.csv", index=False)
+    with pytest.raises(DataError, match="no fold for 2 training ids"):
+        read_folds(tmp_path / "g.csv", df.id)
+
+
+def test_dataset_truncates_counts_and_collates_to_multiple_of_8(tiny_bert):
+    tok = load_tokenizer(tiny_bert)
+    texts = ["the cat sat", "the cat sat on a mat while a dog ran home " * 3]
+    ds = TextDataset(texts, tok, max_len=12, targets=np.array([[1.0], [2.0]]))
+    assert ds.n_truncated == 1
+    assert len(ds[1]["input_ids"]) == 12 and len(ds[0]["input_ids"]) == 5
+    batch = Collator(tok.pad_token_id)([ds[0], ds[1]])
+    assert batch["input_ids"].shape == (2, 16)
+    assert batch["attention_mask"].sum(1).tolist() == [5, 12]
+    assert (batch["input_ids"][0, 5:] == tok.pad_token_id).all()
+    assert batch["target"].dtype == torch.float32 and batch["index"].tolist() == [0, 1]
+
+
+def test_batch_orders():
+    lengths = np.random.default_rng(0).integers(5, 300, 1000)
+    for batches in (length_grouped_batches(lengths, 16, seed=1), sorted_batches(lengths, 16)):
+        flat = sorted(i for b in batches for i in b)
+        assert flat == list(range(1000))  # every row once
+    grouped = length_grouped_batches(lengths, 16, seed=1)
+    spread = np.mean([np.ptp(lengths[b]) for b in grouped])
+    random_spread = np.mean([np.ptp(lengths[b]) for b in np.array_split(np.arange(1000), 63)])
+    assert spread < 0.2 * random_spread
+    assert grouped != length_grouped_batches(lengths, 16, seed=2)
+    s = sorted_batches(lengths, 16)
+    assert lengths[s[0]].min() >= lengths[s[-1]].max()
+    sampler = EpochBatches(lengths, 16, seed=3, group_by_length=True)
+    first = list(sampler)
+    sampler.set_epoch(1)
+    assert list(sampler) != first and len(sampler) == 63
+    sampler.set_epoch(0)
+    assert list(sampler) == first

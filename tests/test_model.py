@@ -1,0 +1,93 @@
+import pytest
+import torch
+
+from utils.model import ModelSpec, TextModel, encoder_layers, load_tokenizer
+from utils.predict import predict_model
+
+TEXTS = ["The cat sat on a mat.", "Notwithstanding the aforementioned considerations entropy grows."]
+
+
+@pytest.mark.parametrize("kind", ["tiny_bert", "tiny_roberta"])
+@pytest.mark.parametrize("pooling,layers", [("attention", 1), ("attention+mean", 2), ("max", 1)])
+def test_save_load_gives_identical_predictions(kind, pooling, layers, request, tmp_path):
+    path = request.getfixturevalue(kind)
+    torch.manual_seed(0)
+    model = TextModel.from_backbone(path, ModelSpec(pooling=pooling, layers=layers)).eval()
+    tok = load_tokenizer(path)
+    before = predict_model(model, tok, TEXTS, max_len=32)
+    model.save(tmp_path / "m", tok, extra={"train": {"max_len": 32}})
+    loaded, tok2 = TextModel.load(tmp_path / "m")
+    after = predict_model(loaded, tok2, TEXTS, max_len=32)
+    assert before.shape == (2, 1)
+    assert (before == after).all()
+    assert loaded.spec == model.spec
+    assert not (tmp_path / "m" / "model.safetensors").exists()  # not mistaken for a bare backbone
+
+
+def test_load_needs_no_hub_name(tiny_bert, tmp_path):
+    model = TextModel.from_backbone(tiny_bert, ModelSpec())
+    model.save(tmp_path / "m", load_tokenizer(tiny_bert))
+    text = (tmp_path / "m" / "kit_config.json").read_text() + (tmp_path / "m" / "config.json").read_text()
+    assert tiny_bert not in text  # nothing points back at where the backbone came from
+
+
+def test_half_save_is_half_the_size_and_close(tiny_bert, tmp_path):
+    model = TextModel.from_backbone(tiny_bert, ModelSpec()).eval()
+    tok = load_tokenizer(tiny_bert)
+    model.save(tmp_path / "full", tok)
+    model.save(tmp_path / "half", tok, half=True)
+    full = (tmp_path / "full" / "kit_model.safetensors").stat().st_size
+    half = (tmp_path / "half" / "kit_model.safetensors").stat().st_size
+    assert half < 0.6 * full
+    loaded, _ = TextModel.load(tmp_path / "half")
+    a, b = predict_model(model, tok, TEXTS, 32), predict_model(loaded, tok, TEXTS, 32)
+    assert abs(a - b).max() < 1e-3
+
+
+def test_options_dropout_reinit_checkpointing(tiny_bert):
+    torch.manual_seed(0)
+    plain = TextModel.from_backbone(tiny_bert, ModelSpec())
+    assert plain.backbone.config.hidden_dropout_prob == 0.0
+    assert plain.backbone.pooler is None  # unused: would break DDP
+    with_dropout = TextModel.from_backbone(tiny_bert, ModelSpec(), backbone_dropout=True)
+    assert with_dropout.backbone.config.hidden_dropout_prob > 0
+    torch.manual_seed(1)
+    reinit = TextModel.from_backbone(tiny_bert, ModelSpec(), reinit_layers=1)
+    top = lambda m: encoder_layers(m.backbone)[-1].output.dense.weight  # noqa: E731
+    bottom = lambda m: encoder_layers(m.backbone)[0].output.dense.weight  # noqa: E731
+    assert not torch.equal(top(plain), top(reinit))
+    assert torch.equal(bottom(plain), bottom(reinit))
+    ckpt = TextModel.from_backbone(tiny_bert, ModelSpec(), gradient_checkpointing=True).train()
+    ids = torch.tensor([[2, 5, 6, 3]])
+    ckpt(ids, torch.ones_like(ids)).sum().backward()
+    assert ckpt.backbone.is_gradient_checkpointing
+
+
+def test_layer_mix_is_a_trained_parameter(tiny_bert):
+    model = TextModel.from_backbone(tiny_bert, ModelSpec(layers=2))
+    assert "layer_mix.logits" in model.state_dict()
+    ids = torch.tensor([[2, 5, 6, 3]])
+    model(ids, torch.ones_like(ids)).sum().backward()
+    assert model.layer_mix.logits.grad is not None
+
+
+def test_token_weights_for_visualisation(tiny_bert):
+    model = TextModel.from_backbone(tiny_bert, ModelSpec()).eval()
+    ids = torch.tensor([[2, 5, 6, 3, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0]])
+    preds, w = model(ids, mask, return_weights=True)
+    assert preds.shape == (1, 1) and w.shape == (1, 6)
+    assert torch.allclose(w.sum(), torch.tensor(1.0)) and (w[0, 4:] == 0).all()
+    mean = TextModel.from_backbone(tiny_bert, ModelSpec(pooling="mean"))
+    with pytest.raises(ValueError, match="no token weights"):
+        mean(ids, mask, return_weights=True)
+
+
+def test_missing_or_incomplete_folder_is_a_clear_error(tiny_bert, tmp_path):
+    with pytest.raises(FileNotFoundError, match="model folder not found"):
+        TextModel.load(tmp_path / "nope")
+    model = TextModel.from_backbone(tiny_bert, ModelSpec())
+    model.save(tmp_path / "m", load_tokenizer(tiny_bert))
+    (tmp_path / "m" / "kit_model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="missing kit_model.safetensors"):
+        TextModel.load(tmp_path / "m")

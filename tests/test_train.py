@@ -1,0 +1,190 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from conftest import tiny_frame
+from utils.config import TrainConfig, config_from_args
+from utils.model import TextModel
+from utils.train import build_optimizer, eval_period, main, run_cv
+
+
+def cfg_for(csv, out, model, **kw):
+    base = dict(train_csv=str(csv), out=str(out), model=model, folds=2, epochs=2, batch_size=8,
+                eval_every=2, lr=1e-3, progress=False)
+    return TrainConfig(**{**base, **kw})
+
+
+def test_cv_outputs_and_invariants(tiny_csv, tiny_bert, tmp_path):
+    out = tmp_path / "run"
+    metrics = run_cv(cfg_for(tiny_csv, out, tiny_bert))
+    oof = pd.read_csv(out / "oof.csv", dtype={"id": str})
+    folds = pd.read_csv(out / "folds.csv", dtype={"id": str})
+    train = pd.read_csv(tiny_csv, dtype={"id": str})
+    assert list(oof.columns) == ["id", "target", "pred", "fold"]
+    assert sorted(oof.id) == sorted(train.id) == sorted(folds.id)  # every row exactly once
+    merged = oof.merge(folds, on="id", suffixes=("", "_f"))
+    assert (merged.fold == merged.fold_f).all()
+    rmse = float(np.sqrt(((oof.target - oof.pred) ** 2).mean()))
+    assert metrics["cv_rmse"] == pytest.approx(rmse)
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["cv_rmse"] == pytest.approx(rmse)
+    for k in (0, 1):
+        part = oof[oof.fold == k]
+        fold_rmse = float(np.sqrt(((part.target - part.pred) ** 2).mean()))
+        assert saved["fold_rmse"][str(k)] == pytest.approx(fold_rmse)
+        hist = json.loads((out / f"fold{k}" / "history.json").read_text())
+        assert min(h["rmse"] for h in hist["history"]) == pytest.approx(fold_rmse, abs=1e-5)
+    assert set(saved["versions"]) >= {"torch", "transformers"}
+    assert saved["seconds_per_fold"].keys() == {"0", "1"}
+    assert not list(out.glob(".*.tmp"))
+
+
+def test_best_checkpoint_reproduces_its_oof(tiny_csv, tiny_bert, tmp_path):
+    from utils.predict import predict_run
+
+    out = tmp_path / "run"
+    run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(1,)))
+    oof = pd.read_csv(out / "oof.csv", dtype={"id": str})
+    train = pd.read_csv(tiny_csv, dtype={"id": str}).set_index("id").loc[oof.id]
+    model, tok = TextModel.load(out / "fold1")
+    from utils.predict import predict_model
+
+    pred = predict_model(model, tok, train.excerpt.tolist(), 256)[:, 0]
+    assert np.abs(pred - oof.pred.to_numpy()).max() < 1e-5
+    assert predict_run(out, ["a b"], progress=False).shape == (1,)
+
+
+def test_seed_determinism_and_shared_folds(tiny_csv, tiny_bert, tmp_path):
+    a = run_cv(cfg_for(tiny_csv, tmp_path / "a", tiny_bert))
+    b = run_cv(cfg_for(tiny_csv, tmp_path / "b", tiny_bert))
+    c = run_cv(cfg_for(tiny_csv, tmp_path / "c", tiny_bert, seed=7))
+    read = lambda r: pd.read_csv(tmp_path / r / "oof.csv")  # noqa: E731
+    assert read("a").equals(read("b")) and a["cv_rmse"] == b["cv_rmse"]
+    assert not np.allclose(read("a").pred, read("c").pred)
+    folds = lambda r: pd.read_csv(tmp_path / r / "folds.csv")  # noqa: E731
+    assert folds("a").equals(folds("c"))  # --seed never moves the folds
+
+
+def test_resume_skips_finished_folds_and_refuses_other_arguments(tiny_csv, tiny_bert, tmp_path, capsys):
+    out = tmp_path / "run"
+    run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,)))
+    assert json.loads((out / "metrics.json").read_text())["folds_done"] == [0]
+    weights = (out / "fold0" / "kit_model.safetensors").read_bytes()
+    run_cv(cfg_for(tiny_csv, out, tiny_bert))  # adds fold 1, skips fold 0
+    assert "fold 0: finished earlier, skipped" in capsys.readouterr().out
+    assert (out / "fold0" / "kit_model.safetensors").read_bytes() == weights
+    assert json.loads((out / "metrics.json").read_text())["folds_done"] == [0, 1]
+    assert len(pd.read_csv(out / "oof.csv")) == 60
+    argv = ["--train-csv", str(tiny_csv), "--out", str(out), "--model", tiny_bert, "--folds", "2",
+            "--epochs", "2", "--batch-size", "8", "--eval-every", "2", "--lr", "0.001",
+            "--no-progress"]
+    assert main(argv + ["--pooling", "mean"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "pooling: 'attention' -> 'mean'" in err and "--overwrite" in err
+    assert err.count("\n") == 1
+    assert main(argv + ["--pooling", "mean", "--overwrite", "--only-folds", "1"]) == 0
+    assert not (out / "fold0").exists()
+    assert json.loads((out / "metrics.json").read_text())["config"]["pooling"] == "mean"
+
+
+def test_folds_csv_is_reused(tiny_csv, tiny_bert, tmp_path):
+    ids = pd.read_csv(tiny_csv, dtype={"id": str}).id
+    custom = pd.DataFrame({"id": ids, "fold": (np.arange(60) * 7) % 2})
+    custom.to_csv(tmp_path / "f.csv", index=False)
+    run_cv(cfg_for(tiny_csv, tmp_path / "r", tiny_bert, folds_csv=str(tmp_path / "f.csv"), max_steps=1))
+    written = pd.read_csv(tmp_path / "r" / "folds.csv", dtype={"id": str})
+    assert written.equals(custom)
+
+
+def test_cli_defaults_match_the_issue_and_config():
+    cfg = config_from_args(["--train-csv", "t.csv", "--model", "m", "--out", "o"])
+    assert (cfg.pooling, cfg.folds, cfg.epochs, cfg.batch_size, cfg.max_len) == ("attention", 5, 3, 16, 256)
+    assert (cfg.lr, cfg.head_lr, cfg.seed, cfg.fold_seed) == (2e-5, 1e-3, 42, 42)
+    cfg = config_from_args(["--train-csv", "t", "--model", "m", "--out", "o", "--only-folds", "0", "3",
+                            "--eval-schedule", "0.50:16,0.49:8,0:1", "--no-group-by-length"])
+    assert cfg.only_folds == (0, 3) and cfg.eval_schedule == ((0.5, 16), (0.49, 8), (0.0, 1))
+    assert not cfg.group_by_length
+    with pytest.raises(ValueError, match="valid: attention, mean"):
+        TrainConfig(train_csv="t", out="o", model="m", pooling="sum")
+
+
+def test_eval_schedule_evaluates_more_often_as_rmse_falls():
+    cfg = TrainConfig(train_csv="t", out="o", model="m",
+                      eval_schedule=((0.50, 16), (0.49, 8), (0.48, 4), (0.47, 2), (0, 1)))
+    assert [eval_period(cfg, r) for r in (np.inf, 0.55, 0.495, 0.485, 0.475, 0.3)] == [16, 16, 8, 4, 2, 1]
+    assert eval_period(TrainConfig(train_csv="t", out="o", model="m", eval_every=40), 0.1) == 40
+
+
+def test_layerwise_lr_decay_groups(tiny_bert):
+    from utils.model import ModelSpec
+
+    model = TextModel.from_backbone(tiny_bert, ModelSpec())
+    cfg = TrainConfig(train_csv="t", out="o", model="m", lr=1e-4, head_lr=1e-3, llrd=0.5)
+    opt = build_optimizer(model, cfg)
+    lr_of = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
+    wd_of = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
+    named = dict(model.named_parameters())
+    assert lr_of[id(named["backbone.encoder.layer.1.output.dense.weight"])] == pytest.approx(1e-4)
+    assert lr_of[id(named["backbone.encoder.layer.0.output.dense.weight"])] == pytest.approx(5e-5)
+    assert lr_of[id(named["backbone.embeddings.word_embeddings.weight"])] == pytest.approx(2.5e-5)
+    assert lr_of[id(named["pooling.score.0.weight"])] == pytest.approx(1e-3)
+    assert wd_of[id(named["backbone.encoder.layer.1.output.dense.bias"])] == 0.0
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(named)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(loss="se", drop_reference=True),
+        dict(loss="rmse", grad_accum=2, precision="bf16", pooling="attention+mean", layers=2),
+        dict(pooling="cls", llrd=0.9, eval_schedule=((0.5, 3), (0, 1))),
+    ],
+)
+def test_training_options_run(tiny_csv, tiny_bert, tmp_path, kw):
+    m = run_cv(cfg_for(tiny_csv, tmp_path / "r", tiny_bert, **kw))
+    assert np.isfinite(m["cv_rmse"]) and m["n_oof"] == 60
+
+
+def test_drop_reference_leaves_the_row_out_everywhere(tmp_path, tiny_bert):
+    df = tiny_frame(60)
+    df.loc[5, ["id", "target", "standard_error"]] = ["436ce79fe", 0.0, 0.0]
+    df.to_csv(tmp_path / "t.csv", index=False)
+    run_cv(cfg_for(tmp_path / "t.csv", tmp_path / "r", tiny_bert, drop_reference=True, max_steps=1))
+    for name in ("oof.csv", "folds.csv"):
+        assert "436ce79fe" not in set(pd.read_csv(tmp_path / "r" / name, dtype={"id": str}).id)
+    assert json.loads((tmp_path / "r" / "metrics.json").read_text())["n_oof"] == 59
+
+
+def test_multi_target_regression(tmp_path, tiny_bert):
+    df = tiny_frame(60).assign(content=lambda d: d.target * 0.5 + 1)
+    df.to_csv(tmp_path / "t.csv", index=False)
+    m = run_cv(cfg_for(tmp_path / "t.csv", tmp_path / "r", tiny_bert, target_cols=("target", "content")))
+    oof = pd.read_csv(tmp_path / "r" / "oof.csv")
+    assert {"pred_target", "pred_content"} <= set(oof.columns)
+    per = m["rmse_per_target"]
+    assert m["mcrmse"] == pytest.approx((per["target"] + per["content"]) / 2)
+
+
+def test_classification(tmp_path, tiny_bert):
+    df = tiny_frame(60)
+    df["level"] = np.where(df.target < df.target.median(), "hard", "easy")
+    df.to_csv(tmp_path / "t.csv", index=False)
+    m = run_cv(cfg_for(tmp_path / "t.csv", tmp_path / "r", tiny_bert, task="classification",
+                       target_cols=("level",), num_labels=2))
+    oof = pd.read_csv(tmp_path / "r" / "oof.csv")
+    assert np.allclose(oof[["prob_easy", "prob_hard"]].sum(axis=1), 1.0, atol=1e-6)
+    assert 0 <= m["cv_accuracy"] <= 1 and m["cv_log_loss"] > 0
+    acc = (oof.pred == oof.level).mean()
+    assert m["cv_accuracy"] == pytest.approx(acc)
+
+
+def test_cpu_fp16_is_refused_clearly(tiny_csv, tiny_bert, tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    argv = ["--train-csv", str(tiny_csv), "--out", str(tmp_path / "r"), "--model", tiny_bert,
+            "--precision", "fp16"]
+    assert main(argv) == 2
+    assert "fp16 needs a CUDA GPU" in capsys.readouterr().err

@@ -1,0 +1,150 @@
+"""The one training configuration: a frozen dataclass, every default visible here."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+
+from .pooling import POOLING_MODES
+
+LOSSES = ("mse", "rmse", "se")
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+TASKS = ("regression", "classification")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    # --- data ---
+    train_csv: str = ""  # competition train.csv (required)
+    out: str = ""  # run folder: fold{k}/, folds.csv, oof.csv, metrics.json (required)
+    text_col: str = "excerpt"
+    target_cols: tuple = ("target",)  # several = multi-target regression (MCRMSE)
+    id_col: str = "id"
+    task: str = "regression"  # "regression" or "classification"
+    num_labels: int = 0  # classification: number of classes (0 = infer from the data)
+    max_rows: int = 0  # >0: train on a random subsample of this many rows (demo, smoke runs)
+    drop_reference: bool = False  # leave out the reference row (target 0, se 0) everywhere
+    # --- model ---
+    model: str = ""  # hub name or local folder of any AutoModel encoder (required)
+    pooling: str = "attention"  # attention | mean | max | cls | attention+mean
+    attention_scorer: str = "mlp"  # mlp = Linear(H,H)-Tanh-Linear(H,1); linear = Linear(H,1)
+    layers: int = 1  # pool a learned mix of the last N hidden layers
+    backbone_dropout: bool = False  # off by default: reported to help regression on this task
+    head_dropout: float = 0.0
+    reinit_layers: int = 0  # re-initialise the top k encoder layers
+    gradient_checkpointing: bool = False  # trade compute for memory (large models on a T4)
+    max_len: int = 256
+    # --- folds ---
+    folds: int = 5
+    fold_seed: int = 42  # folds depend only on the data and this, never on `seed`
+    folds_csv: str = ""  # reuse a given id,fold assignment
+    # --- optimisation ---
+    seed: int = 42  # each fold is seeded with seed + fold at its start
+    epochs: int = 3
+    max_steps: int = 0  # >0: stop each fold after this many optimizer steps
+    batch_size: int = 16
+    eval_batch_size: int = 64
+    grad_accum: int = 1
+    lr: float = 2e-5  # encoder learning rate (top layer)
+    head_lr: float = 1e-3  # pooling + layer mix + head
+    llrd: float = 1.0  # layer-wise decay: layer i from the top gets lr * llrd**i (1 = off)
+    weight_decay: float = 0.01
+    warmup: float = 0.06  # fraction of steps of linear warmup, then cosine decay
+    max_grad_norm: float = 1.0  # 0 = no clipping
+    loss: str = "mse"  # mse | rmse | se (standard-error-aware, uses standard_error_col)
+    standard_error_col: str = "standard_error"
+    min_se: float = 0.05  # clamp tiny standard errors (the reference row has 0)
+    precision: str = "auto"  # auto = bf16/fp16 AMP on CUDA, fp32 on CPU; or fp32 | fp16 | bf16
+    group_by_length: bool = True  # shuffled batches of similar length (less padding)
+    # --- evaluation ---
+    eval_every: int = 40  # optimizer steps between validations (also at each epoch end)
+    # Evaluate more often as RMSE falls: ((0.50, 16), (0.49, 8), (0, 1)) = every 16 steps while
+    # the best RMSE >= 0.50, every 8 while >= 0.49, else every step. Empty = use eval_every.
+    eval_schedule: tuple = ()
+    # --- run control (not part of a run's identity) ---
+    only_folds: tuple = ()  # train just these folds now; others can be added later
+    overwrite: bool = False  # replace a run made with different arguments
+    progress: bool = True  # tqdm bars
+    num_workers: int = 0
+
+    def __post_init__(self):
+        for name in ("train_csv", "out", "model"):
+            if not getattr(self, name):
+                raise ValueError(f"TrainConfig.{name} is required")
+        checks = [
+            ("pooling", POOLING_MODES),
+            ("loss", LOSSES),
+            ("precision", PRECISIONS),
+            ("task", TASKS),
+            ("attention_scorer", ("mlp", "linear")),
+        ]
+        for name, valid in checks:
+            if getattr(self, name) not in valid:
+                raise ValueError(
+                    f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(valid)}"
+                )
+        if self.loss == "se" and (self.task != "regression" or len(self.target_cols) != 1):
+            raise ValueError("loss 'se' needs a single regression target")
+        if self.folds < 2:
+            raise ValueError(f"folds must be >= 2, got {self.folds}")
+        bad = [k for k in self.only_folds if not 0 <= k < self.folds]
+        if bad:
+            raise ValueError(f"only_folds {bad} outside 0..{self.folds - 1}")
+        if self.layers < 1 or self.grad_accum < 1 or self.batch_size < 1:
+            raise ValueError("layers, grad_accum and batch_size must be >= 1")
+
+
+RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers")
+
+
+def identity(cfg: TrainConfig) -> dict:
+    """The fields that define a run: re-running with the same ones resumes it."""
+    d = dataclasses.asdict(cfg)
+    for k in RUN_CONTROL:
+        d.pop(k)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def _schedule(text: str) -> tuple:
+    """'0.50:16,0.49:8,0:1' -> ((0.5, 16), (0.49, 8), (0.0, 1))."""
+    if not text:
+        return ()
+    try:
+        pairs = [p.split(":") for p in text.split(",")]
+        return tuple((float(a), int(b)) for a, b in pairs)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"bad --eval-schedule {text!r}; expected RMSE:STEPS pairs like 0.50:16,0.49:8,0:1"
+        ) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line flags generated from TrainConfig: one per field, --kebab-case."""
+    p = argparse.ArgumentParser(
+        prog="python -m utils.train",
+        description="Train K folds of an encoder + pooling + head; resumes finished folds.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.name == "eval_schedule":
+            p.add_argument(flag, type=_schedule, default=(), help="e.g. 0.50:16,0.49:8,0.48:4,0:1")
+        elif f.name in ("target_cols", "only_folds"):
+            kind = int if f.name == "only_folds" else str
+            p.add_argument(flag, nargs="+", type=kind, default=f.default)
+        elif isinstance(f.default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        else:
+            required = f.name in ("train_csv", "out", "model")
+            p.add_argument(flag, type=type(f.default), default=f.default, required=required)
+    return p
+
+
+def config_from_args(argv=None) -> TrainConfig:
+    """Parse command-line arguments into a TrainConfig."""
+    args = vars(build_parser().parse_args(argv))
+    for k in ("target_cols", "only_folds"):
+        args[k] = tuple(args[k])
+    return TrainConfig(**args)
+

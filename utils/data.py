@@ -1,0 +1,231 @@
+"""Competition CSVs (validated), folds, tokenized datasets, dynamic padding and batch orders."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.model_selection import KFold, StratifiedKFold
+
+REFERENCE_ID = "436ce79fe"  # CommonLit's reference excerpt: target 0, standard_error 0
+
+
+class DataError(ValueError):
+    """Bad input data; the message names the file, the column and the first offending rows."""
+
+
+def _rows(df: pd.DataFrame, bad: np.ndarray, id_col: str | None, limit: int = 5) -> str:
+    # Row numbers as a spreadsheet shows them: header is line 1, first data row is line 2.
+    idx = np.flatnonzero(bad)[:limit]
+    parts = []
+    for i in idx:
+        ident = f" (id {df[id_col].iloc[i]})" if id_col and id_col in df.columns else ""
+        parts.append(f"row {i + 2}{ident}")
+    more = f" and {int(bad.sum()) - len(idx)} more" if bad.sum() > limit else ""
+    return ", ".join(parts) + more
+
+
+def read_csv(
+    path,
+    text_col: str = "excerpt",
+    target_cols: tuple = ("target",),
+    id_col: str = "id",
+    extra_cols: tuple = (),
+    task: str = "regression",
+) -> pd.DataFrame:
+    """Read and validate a competition CSV; `target_cols=()` for a test file.
+
+    Checks: required columns, at least one row, non-empty text, numeric finite targets (regression),
+    unique ids. Extra columns are kept. A UTF-8 BOM and CRLF line endings are read correctly.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        df = pd.read_csv(path, encoding="utf-8-sig", dtype={id_col: str})
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
+        raise DataError(f"{path}: cannot be read as a UTF-8 CSV ({e})") from None
+    required = [id_col, text_col, *target_cols, *extra_cols]
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise DataError(
+            f"{path.name} is missing column {', '.join(repr(c) for c in missing)}; "
+            f"found: {', '.join(map(str, df.columns))}"
+        )
+    if len(df) == 0:
+        raise DataError(f"{path.name} has no data rows")
+    ids = df[id_col]
+    bad = ids.isna().to_numpy() | (ids.astype(str).str.strip() == "").to_numpy()
+    if bad.any():
+        raise DataError(f"{path.name}: column {id_col!r} is empty at {_rows(df, bad, None)}")
+    dup = ids.duplicated(keep=False).to_numpy()
+    if dup.any():
+        raise DataError(f"{path.name}: column {id_col!r} has duplicate ids at {_rows(df, dup, id_col)}")
+    text = df[text_col]
+    bad = text.isna().to_numpy() | (text.astype(str).str.strip() == "").to_numpy()
+    if bad.any():
+        raise DataError(f"{path.name}: column {text_col!r} is empty at {_rows(df, bad, id_col)}")
+    df[text_col] = text.astype(str)
+    for col in target_cols:
+        if task == "classification":
+            bad = df[col].isna().to_numpy()
+            if bad.any():
+                raise DataError(f"{path.name}: column {col!r} has no label at {_rows(df, bad, id_col)}")
+            continue
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = ~np.isfinite(values.to_numpy(dtype=float))
+        if bad.any():
+            raise DataError(
+                f"{path.name}: column {col!r} is not a finite number at {_rows(df, bad, id_col)}"
+            )
+        df[col] = values.astype(float)
+    return df.reset_index(drop=True)
+
+
+def make_folds(
+    df: pd.DataFrame, n_folds: int = 5, seed: int = 42, target_cols=("target",), task="regression"
+) -> np.ndarray:
+    """0-based fold per row, stratified on the binned target (on the label for classification).
+
+    Depends only on the data and `seed`, so runs with different training seeds share folds.
+    """
+    if n_folds < 2:
+        raise ValueError(f"need at least 2 folds, got {n_folds}")
+    if len(df) < n_folds:
+        raise DataError(f"{len(df)} rows cannot be split into {n_folds} folds")
+    if task == "classification":
+        strata = df[target_cols[0]].astype(str).to_numpy()
+    else:
+        y = df[list(target_cols)].to_numpy(dtype=float).mean(axis=1)
+        # Quantile bins with at least n_folds rows each (Sturges' count, capped by the data).
+        n_bins = max(1, min(int(1 + math.log2(len(df))), len(df) // n_folds))
+        strata = pd.qcut(y, q=n_bins, labels=False, duplicates="drop")
+    folds = np.full(len(df), -1, dtype=int)
+    counts = pd.Series(strata).value_counts()
+    if counts.min() >= n_folds:
+        splitter = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+        splits = splitter.split(np.zeros(len(df)), strata)
+    else:  # a class too rare to stratify: plain shuffled folds
+        splits = KFold(n_splits=n_folds, shuffle=True, random_state=seed).split(np.zeros(len(df)))
+    for k, (_, valid) in enumerate(splits):
+        folds[valid] = k
+    return folds
+
+
+def read_folds(path, ids: pd.Series) -> np.ndarray:
+    """Fold per row of `ids` from a folds.csv (`id,fold`); every id must be there exactly once."""
+    path = Path(path)
+    f = read_csv(path, text_col="fold", target_cols=(), id_col="id")
+    fold = pd.to_numeric(f["fold"], errors="coerce")
+    bad = ~np.isfinite(fold.to_numpy(dtype=float)) | (fold.to_numpy(dtype=float) < 0)
+    if bad.any():
+        raise DataError(f"{path.name}: column 'fold' is not a fold number at {_rows(f, bad, 'id')}")
+    mapping = dict(zip(f["id"].astype(str), fold.astype(int)))
+    missing = ~ids.astype(str).isin(mapping).to_numpy()
+    if missing.any():
+        first = ", ".join(ids[missing].astype(str).head(5))
+        raise DataError(f"{path.name} has no fold for {int(missing.sum())} training ids, e.g. {first}")
+    return ids.astype(str).map(mapping).to_numpy(dtype=int)
+
+
+class TextDataset(torch.utils.data.Dataset):
+    """Token ids (unpadded, truncated to max_len) and optional targets; item i keeps its index."""
+
+    def __init__(self, texts, tokenizer, max_len: int, targets=None):
+        texts = [str(t) for t in texts]
+        enc = tokenizer(texts, truncation=True, max_length=max_len)
+        self.input_ids = enc["input_ids"]
+        self.lengths = np.array([len(x) for x in self.input_ids])
+        # Texts that were cut: the truncated length hits max_len and the untruncated is longer.
+        at_limit = [t for t, n in zip(texts, self.lengths) if n >= max_len]
+        full = tokenizer(at_limit)["input_ids"] if at_limit else []
+        self.n_truncated = int(sum(len(x) > max_len for x in full))
+        self.targets = None if targets is None else np.asarray(targets)
+
+    def __len__(self):
+        return len(self.input_ids)
+
+    def __getitem__(self, i):
+        item = {"input_ids": self.input_ids[i], "index": i}
+        if self.targets is not None:
+            item["target"] = self.targets[i]
+        return item
+
+
+class Collator:
+    """Dynamic padding: pad a batch to its longest sequence, rounded up to a multiple of 8."""
+
+    def __init__(self, pad_token_id: int, multiple: int = 8, target_dtype=torch.float32):
+        self.pad_token_id = pad_token_id
+        self.multiple = multiple
+        self.target_dtype = target_dtype
+
+    def __call__(self, items):
+        longest = max(len(x["input_ids"]) for x in items)
+        width = -(-longest // self.multiple) * self.multiple
+        ids = torch.full((len(items), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(items), width), dtype=torch.long)
+        for row, x in enumerate(items):
+            n = len(x["input_ids"])
+            ids[row, :n] = torch.as_tensor(x["input_ids"])
+            mask[row, :n] = 1
+        batch = {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "index": torch.tensor([x["index"] for x in items]),
+        }
+        if "target" in items[0]:
+            batch["target"] = torch.as_tensor(np.stack([x["target"] for x in items]), dtype=self.target_dtype)
+        return batch
+
+
+def length_grouped_batches(lengths, batch_size: int, seed: int, mega: int = 50) -> list:
+    """Shuffled batches of similar length: shuffle, sort within windows of mega*batch, shuffle batches."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(lengths))
+    batches = []
+    window = batch_size * mega
+    for start in range(0, len(order), window):
+        chunk = order[start : start + window]
+        chunk = chunk[np.argsort(-np.asarray(lengths)[chunk], kind="stable")]
+        batches += [chunk[i : i + batch_size].tolist() for i in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def shuffled_batches(n: int, batch_size: int, seed: int) -> list:
+    """Plain shuffled batches."""
+    order = np.random.default_rng(seed).permutation(n)
+    return [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
+
+
+def sorted_batches(lengths, batch_size: int) -> list:
+    """Inference batches, longest first, so each batch pads little; map results back with `index`."""
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+
+
+class EpochBatches(torch.utils.data.Sampler):
+    """A batch sampler that draws a new batch order each epoch (seed + epoch), reproducibly."""
+
+    def __init__(self, lengths, batch_size: int, seed: int, group_by_length: bool):
+        self.lengths, self.batch_size, self.seed = lengths, batch_size, seed
+        self.group_by_length = group_by_length
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _batches(self):
+        seed = self.seed * 1000 + self.epoch
+        if self.group_by_length:
+            return length_grouped_batches(self.lengths, self.batch_size, seed)
+        return shuffled_batches(len(self.lengths), self.batch_size, seed)
+
+    def __iter__(self):
+        return iter(self._batches())
+
+    def __len__(self):
+        return -(-len(self.lengths) // self.batch_size)

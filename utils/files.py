@@ -1,0 +1,52 @@
+"""Atomic writes: every file and folder the kit produces appears whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def _atomic_file(path, write) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic on POSIX and Windows
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
+def write_json(path, obj) -> None:
+    """Write JSON atomically (temp file + rename)."""
+    _atomic_file(path, lambda f: json.dump(obj, f, indent=2, default=str))
+
+
+def write_csv(path, df) -> None:
+    """Write a DataFrame as CSV (no index) atomically."""
+    _atomic_file(path, lambda f: df.to_csv(f, index=False, lineterminator="\n"))
+
+
+@contextlib.contextmanager
+def atomic_dir(path):
+    """Yield a temp folder beside `path`; on success it replaces `path` in one rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

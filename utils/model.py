@@ -1,0 +1,192 @@
+"""Any Hugging Face encoder + (optional) mix of its last N layers + pooling + a linear head.
+
+A saved model folder is self-contained: `kit_config.json` (this module's options), `config.json`
+(the backbone's architecture), the tokenizer files and `kit_model.safetensors` (all weights).
+`TextModel.load(folder)` rebuilds it from those files alone: no hub name, no network.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+from .files import write_json
+from .pooling import build_pooling
+
+KIT_CONFIG = "kit_config.json"
+WEIGHTS = "kit_model.safetensors"
+FILES_NEEDED = (KIT_CONFIG, WEIGHTS, "config.json")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What rebuilds a TextModel around a backbone config (saved as kit_config.json)."""
+
+    pooling: str = "attention"  # one of pooling.POOLING_MODES
+    attention_scorer: str = "mlp"  # "mlp" (Linear-Tanh-Linear) or "linear"
+    layers: int = 1  # pool a learned softmax-weighted mix of the last N hidden layers
+    num_outputs: int = 1  # regression targets, or classes for classification
+    task: str = "regression"  # "regression" or "classification"
+    head_dropout: float = 0.0
+    target_names: tuple = ("target",)  # regression targets, or class labels
+
+
+class LayerMix(nn.Module):
+    """Softmax-weighted average of the last N hidden layers: N x (B, S, H) -> (B, S, H)."""
+
+    def __init__(self, n_layers: int):
+        super().__init__()
+        self.logits = nn.Parameter(torch.zeros(n_layers))  # starts as a plain average
+
+    def forward(self, layers):
+        w = torch.softmax(self.logits.float(), dim=0).to(layers[0].dtype)
+        return torch.einsum("n,nbsh->bsh", w, torch.stack(list(layers)))
+
+
+def _drop_pooler(backbone: nn.Module) -> None:
+    # BERT/RoBERTa build a CLS pooler this kit never uses; left in, DDP fails on its unused
+    # parameters, so it is removed (their forward() checks `self.pooler is not None`).
+    if getattr(backbone, "pooler", None) is not None:
+        backbone.pooler = None
+
+
+def _reinit(module: nn.Module, std: float) -> None:
+    # Done by hand: transformers 5.x's `_init_weights` skips modules already marked initialised.
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, mean=0.0, std=std)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+def encoder_layers(backbone: nn.Module) -> nn.ModuleList:
+    """The backbone's list of transformer blocks (BERT, RoBERTa, DeBERTa, ELECTRA, ... layouts)."""
+    for path in ("encoder.layer", "encoder.layers", "transformer.layer", "layers", "layer"):
+        obj = backbone
+        for name in path.split("."):
+            obj = getattr(obj, name, None)
+        if isinstance(obj, nn.ModuleList):
+            return obj
+    raise ValueError(f"cannot find the encoder layers of {type(backbone).__name__}")
+
+
+class TextModel(nn.Module):
+    """Encoder -> token states (B, S, H) -> pooling (B, D) -> head (B, num_outputs)."""
+
+    def __init__(self, backbone: nn.Module, spec: ModelSpec):
+        super().__init__()
+        self.spec = spec
+        self.backbone = backbone
+        _drop_pooler(backbone)
+        hidden = backbone.config.hidden_size
+        self.layer_mix = LayerMix(spec.layers) if spec.layers > 1 else None
+        kw = {"scorer": spec.attention_scorer} if "attention" in spec.pooling else {}
+        self.pooling = build_pooling(spec.pooling, hidden, **kw)
+        self.dropout = nn.Dropout(spec.head_dropout)
+        self.head = nn.Linear(self.pooling.output_dim, spec.num_outputs)
+
+    @classmethod
+    def from_backbone(
+        cls,
+        name_or_dir: str,
+        spec: ModelSpec,
+        backbone_dropout: bool = False,
+        reinit_layers: int = 0,
+        gradient_checkpointing: bool = False,
+    ) -> TextModel:
+        """Pretrained encoder (hub name or local folder) with a fresh pooling layer and head."""
+        config = AutoConfig.from_pretrained(name_or_dir)
+        if not backbone_dropout:
+            # Dropout off in the backbone is reported to help regression on this task.
+            for key, value in config.to_dict().items():
+                if "dropout" in key and isinstance(value, float):
+                    setattr(config, key, 0.0)
+        backbone = AutoModel.from_pretrained(name_or_dir, config=config)
+        if reinit_layers > 0:
+            std = getattr(config, "initializer_range", 0.02)
+            for layer in encoder_layers(backbone)[-reinit_layers:]:
+                layer.apply(lambda m: _reinit(m, std))
+        if gradient_checkpointing:
+            # use_reentrant=False works with DDP and with frozen inputs.
+            backbone.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+        return cls(backbone, spec)
+
+    def forward(self, input_ids, attention_mask, return_weights: bool = False):
+        """(B, S) ids and mask -> (B, num_outputs); with return_weights also (B, S) token weights."""
+        out = self.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            output_hidden_states=self.layer_mix is not None,
+        )
+        if self.layer_mix is None:
+            states = out.last_hidden_state  # (B, S, H)
+        else:
+            states = self.layer_mix(out.hidden_states[-self.spec.layers :])
+        weights = None
+        if return_weights:
+            if "attention" not in self.spec.pooling:
+                raise ValueError(f"pooling {self.spec.pooling!r} has no token weights")
+            pooled, weights = self.pooling(states, attention_mask, return_weights=True)
+        else:
+            pooled = self.pooling(states, attention_mask)
+        preds = self.head(self.dropout(pooled))
+        return (preds, weights) if return_weights else preds
+
+    def save(self, folder, tokenizer, extra: dict | None = None, half: bool = False) -> None:
+        """Write a self-contained model folder (weights in fp16 when `half`).
+
+        Wrap in `files.atomic_dir` when the folder must appear whole or not at all.
+        """
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {}
+        for k, v in self.state_dict().items():
+            v = v.detach().to("cpu")
+            state[k] = (v.half() if half and v.is_floating_point() else v).contiguous().clone()
+        save_file(state, str(folder / WEIGHTS))
+        self.backbone.config.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        write_json(folder / KIT_CONFIG, {"model": asdict(self.spec), **(extra or {})})
+
+    @classmethod
+    def load(cls, folder, device="cpu") -> tuple[TextModel, object]:
+        """(model in eval mode, tokenizer) from a folder written by `save`; needs nothing else."""
+        folder = Path(folder)
+        check_model_dir(folder)
+        kit = json.loads((folder / KIT_CONFIG).read_text())
+        spec = kit["model"]
+        spec = ModelSpec(**{**spec, "target_names": tuple(spec["target_names"])})
+        config = AutoConfig.from_pretrained(folder)
+        backbone = AutoModel.from_config(config)
+        model = cls(backbone, spec)
+        state = load_file(str(folder / WEIGHTS))
+        # fp16-saved weights are cast back to the model's dtype by load_state_dict.
+        model.load_state_dict(state, strict=True)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        return model.to(device).eval(), tokenizer
+
+
+def check_model_dir(folder) -> None:
+    """Raise a clear error when a model folder is missing or incomplete."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model folder not found: {folder}")
+    missing = [f for f in FILES_NEEDED if not (folder / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"model folder {folder} is incomplete: missing {', '.join(missing)}")
+
+
+def load_tokenizer(name_or_dir: str):
+    """Tokenizer by hub name or folder (always from_pretrained: in transformers 5.x a fast
+    tokenizer class built from a vocab file alone is silently ignored)."""
+    return AutoTokenizer.from_pretrained(name_or_dir)

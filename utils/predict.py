@@ -1,0 +1,184 @@
+"""Inference: every finished fold of each run, folds averaged, runs blended; works fully offline.
+
+    python -m utils.predict --test-csv data/test.csv --runs runs/a runs/b --blend blend.json \
+        --out submission.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+from .data import Collator, DataError, TextDataset, read_csv, sorted_batches
+from .files import write_csv
+from .model import KIT_CONFIG, TextModel
+
+
+def fold_dirs(run) -> list:
+    """The finished fold folders of a run (fold0, fold1, ...); error when there is none."""
+    run = Path(run)
+    if not run.is_dir():
+        raise FileNotFoundError(f"run folder not found: {run}")
+    found = sorted((p for p in run.glob("fold[0-9]*") if p.is_dir()), key=lambda p: int(p.name[4:]))
+    if not found:
+        raise FileNotFoundError(f"run folder {run} has no finished fold (fold0/, fold1/, ...)")
+    return found
+
+
+def _autocast(device: torch.device, precision: str):
+    if precision == "auto":
+        precision = "fp16" if device.type == "cuda" else "fp32"
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+@torch.no_grad()
+def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precision="auto",
+                  progress=False, desc="predict") -> np.ndarray:
+    """(N, outputs) predictions of one loaded model; batches sorted by length, results in input order."""
+    device = next(model.parameters()).device
+    ds = TextDataset(texts, tokenizer, max_len)
+    dl = DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size),
+                    collate_fn=Collator(tokenizer.pad_token_id or 0))
+    out = np.zeros((len(ds), model.spec.num_outputs), dtype=np.float64)
+    for batch in tqdm(dl, desc=desc, disable=not progress, leave=False):
+        with _autocast(device, precision):
+            p = model(batch["input_ids"].to(device), batch["attention_mask"].to(device)).float()
+        if model.spec.task == "classification":
+            p = torch.softmax(p, dim=-1)
+        out[batch["index"].numpy()] = p.cpu().numpy()
+    return out
+
+
+def predict_run(run, texts, batch_size=64, device=None, precision="auto", max_len=None,
+                progress=True) -> np.ndarray:
+    """Average over a run's folds: (N,) for one target, (N, T) for several, (N, K) class probs."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    texts = [str(t) for t in texts]
+    preds = []
+    for folder in fold_dirs(run):
+        model, tokenizer = TextModel.load(folder, device)
+        length = max_len or json.loads((folder / KIT_CONFIG).read_text())["train"]["max_len"]
+        desc = f"{Path(run).name}/{folder.name}"
+        preds.append(predict_model(model, tokenizer, texts, length, batch_size, precision, progress, desc))
+        del model
+    p = np.mean(preds, axis=0)
+    return p[:, 0] if p.shape[1] == 1 and model_task(run) == "regression" else p
+
+
+def model_task(run) -> str:
+    """'regression' or 'classification', from the run's first fold."""
+    return json.loads((fold_dirs(run)[0] / KIT_CONFIG).read_text())["model"]["task"]
+
+
+def normalize_weights(weights, n: int) -> np.ndarray:
+    """Non-negative blend weights summing to 1; equal weights when None."""
+    if weights is None:
+        return np.full(n, 1.0 / n)
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (n,):
+        raise ValueError(f"{len(w)} blend weights for {n} runs")
+    if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
+        raise ValueError(f"blend weights must be non-negative with a positive sum, got {w.tolist()}")
+    return w / w.sum()
+
+
+def load_blend(path, runs) -> np.ndarray:
+    """Weights from blend.json ({"runs": [names], "weights": [...]}), in the order of `runs`."""
+    blend = json.loads(Path(path).read_text())
+    by_name = dict(zip(blend["runs"], blend["weights"]))
+    names = [Path(r).name for r in runs]
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise ValueError(f"{path} has no weight for run {', '.join(missing)}; it lists {blend['runs']}")
+    return np.array([by_name[n] for n in names], dtype=float)
+
+
+def predict(runs, texts, weights=None, timings: dict | None = None, **kw) -> np.ndarray:
+    """Blend of runs (each the mean of its folds) with non-negative weights normalised to sum 1."""
+    w = normalize_weights(weights, len(runs))
+    total = 0.0
+    for run, wi in zip(runs, w):
+        t0 = time.time()
+        total = total + wi * predict_run(run, texts, **kw)
+        if timings is not None:
+            timings[Path(run).name] = time.time() - t0
+    return total
+
+
+def check_submission(sub: pd.DataFrame, test: pd.DataFrame, id_col="id") -> None:
+    """Refuse a submission whose ids differ from test.csv's (order included) or with non-finite values."""
+    if len(sub) != len(test) or (sub[id_col].astype(str).to_numpy() != test[id_col].astype(str).to_numpy()).any():
+        extra = set(sub[id_col].astype(str)) ^ set(test[id_col].astype(str))
+        detail = f"; ids not in both: {sorted(extra)[:5]}" if extra else " (order differs)"
+        raise DataError(f"submission ids differ from test.csv ids{detail}")
+    values = sub.drop(columns=[id_col]).to_numpy(dtype=float)
+    if not np.isfinite(values).all():
+        rows = np.flatnonzero(~np.isfinite(values).all(axis=1))[:5]
+        raise DataError(f"submission has non-finite predictions at rows {rows.tolist()}")
+
+
+def write_submission(path, test: pd.DataFrame, preds: np.ndarray, target_names=("target",),
+                     id_col="id") -> pd.DataFrame:
+    """Check and write `id,target` (one column per target) in test.csv order, atomically."""
+    preds = np.asarray(preds, dtype=float).reshape(len(test), -1)
+    sub = pd.DataFrame({id_col: test[id_col].astype(str).to_numpy()})
+    for j, name in enumerate(target_names):
+        sub[name] = preds[:, j]
+    check_submission(sub, test, id_col)
+    write_csv(path, sub)
+    return sub
+
+
+def main(argv=None) -> int:
+    """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
+    p = argparse.ArgumentParser(prog="python -m utils.predict", description=__doc__.split("\n")[0])
+    p.add_argument("--test-csv", required=True)
+    p.add_argument("--runs", nargs="+", required=True, help="run folders (each with fold*/)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--weights", nargs="+", type=float, help="one blend weight per run")
+    g.add_argument("--blend", help="blend.json from the ensembling notebook")
+    p.add_argument("--out", default="submission.csv")
+    p.add_argument("--text-col", default="excerpt")
+    p.add_argument("--id-col", default="id")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "fp16", "bf16"))
+    p.add_argument("--device", default=None)
+    args = p.parse_args(argv)
+    try:
+        test = read_csv(args.test_csv, args.text_col, (), args.id_col)
+        weights = load_blend(args.blend, args.runs) if args.blend else args.weights
+        timings: dict = {}
+        preds = predict(args.runs, test[args.text_col].tolist(), weights, timings,
+                        batch_size=args.batch_size, device=args.device, precision=args.precision)
+        names = json.loads((fold_dirs(args.runs[0])[0] / KIT_CONFIG).read_text())["model"]["target_names"]
+        if model_task(args.runs[0]) == "classification":
+            preds, names = np.asarray(names)[preds.argmax(1)], ["target"]
+            sub = pd.DataFrame({args.id_col: test[args.id_col], "target": preds})
+            check_submission(sub.assign(target=0.0), test, args.id_col)
+            write_csv(args.out, sub)
+        else:
+            write_submission(args.out, test, preds, names, args.id_col)
+    except (DataError, ValueError, OSError) as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    for run, sec in timings.items():
+        print(f"{run}: {sec:.1f}s for {len(test)} rows")
+    print(f"wrote {args.out} ({len(test)} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,455 @@
+"""The one training loop: K-fold cross-validation of an encoder + pooling + head.
+
+    python -m utils.train --train-csv data/train.csv --model roberta-base --out runs/rb-attn
+    accelerate launch --num_processes 2 -m utils.train ...   # data-parallel (e.g. Kaggle T4 x2)
+
+Outputs in OUT (each written atomically): fold{k}/ (self-contained model, its OOF and history;
+a fold is finished when its folder exists), folds.csv, oof.csv, metrics.json, config.json.
+Re-running the same command resumes: finished folds are skipped, an unfinished one restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+from . import __version__
+from .config import TrainConfig, config_from_args, identity
+from .data import (
+    REFERENCE_ID,
+    Collator,
+    DataError,
+    EpochBatches,
+    TextDataset,
+    make_folds,
+    read_csv,
+    read_folds,
+    sorted_batches,
+)
+from .files import atomic_dir, write_csv, write_json
+from .model import ModelSpec, TextModel, encoder_layers, load_tokenizer
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class RunError(RuntimeError):
+    """A run folder that cannot be resumed with these arguments."""
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def load_train(cfg: TrainConfig) -> pd.DataFrame:
+    """Validated training frame after the optional reference-row drop and subsample."""
+    extra = (cfg.standard_error_col,) if cfg.loss == "se" else ()
+    df = read_csv(cfg.train_csv, cfg.text_col, cfg.target_cols, cfg.id_col, extra, cfg.task)
+    if cfg.drop_reference:
+        df = df[df[cfg.id_col] != REFERENCE_ID].reset_index(drop=True)
+    if cfg.max_rows and cfg.max_rows < len(df):
+        df = df.sample(n=cfg.max_rows, random_state=cfg.fold_seed).reset_index(drop=True)
+    return df
+
+
+def class_labels(cfg: TrainConfig, df: pd.DataFrame) -> list:
+    """Sorted class labels (classification), checked against --num-labels."""
+    labels = sorted(df[cfg.target_cols[0]].unique().tolist())
+    if cfg.num_labels and len(labels) > cfg.num_labels:
+        raise DataError(
+            f"{Path(cfg.train_csv).name}: column {cfg.target_cols[0]!r} has {len(labels)} "
+            f"classes but --num-labels is {cfg.num_labels}"
+        )
+    return labels
+
+
+def targets_of(cfg: TrainConfig, df: pd.DataFrame, labels=None) -> np.ndarray:
+    """(N, T) float targets (plus the standard error column for loss 'se'), or (N,) class ids."""
+    if cfg.task == "classification":
+        return df[cfg.target_cols[0]].map({v: i for i, v in enumerate(labels)}).to_numpy()
+    cols = list(cfg.target_cols) + ([cfg.standard_error_col] if cfg.loss == "se" else [])
+    return df[cols].to_numpy(dtype=np.float32)
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def rmse(y, p) -> float:
+    """Root mean squared error."""
+    return float(np.sqrt(np.mean((np.asarray(y, float) - np.asarray(p, float)) ** 2)))
+
+
+def scores(cfg: TrainConfig, y: np.ndarray, pred: np.ndarray) -> dict:
+    """Metrics for predictions (N, outputs); 'score' is the one to minimise."""
+    if cfg.task == "classification":
+        p = np.clip(pred, 1e-15, 1.0)
+        logloss = float(-np.mean(np.log(p[np.arange(len(y)), y.astype(int)])))
+        acc = float(np.mean(pred.argmax(1) == y))
+        return {"score": logloss, "log_loss": logloss, "accuracy": acc}
+    t = len(cfg.target_cols)
+    per = {c: rmse(y[:, i], pred[:, i]) for i, c in enumerate(cfg.target_cols)}
+    out = {"score": float(np.mean(list(per.values()))), "rmse": float(np.mean(list(per.values())))}
+    if t > 1:
+        out["rmse_per_target"] = per
+    return out
+
+
+def compute_loss(cfg: TrainConfig, preds: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Training loss in fp32: preds (B, outputs), y (B, T[+1]) or (B,) class ids."""
+    preds = preds.float()
+    if cfg.task == "classification":
+        return F.cross_entropy(preds, y.long())
+    t = len(cfg.target_cols)
+    if cfg.loss == "se":
+        # KL(N(target, se) || N(pred, se)) = (pred - target)^2 / (2 se^2): the model is trained
+        # against the target's distribution, trusting precise targets more.
+        se = y[:, t].clamp(min=cfg.min_se)
+        return ((preds[:, 0] - y[:, 0]) ** 2 / (2 * se**2)).mean()
+    mse = F.mse_loss(preds, y[:, :t])
+    return torch.sqrt(mse + 1e-8) if cfg.loss == "rmse" else mse
+
+
+# ----------------------------------------------------------------------------- optimisation
+
+
+def build_optimizer(model: TextModel, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with layer-wise lr decay for the encoder and its own lr for pooling + head.
+
+    Layer i from the top gets lr * llrd**i, embeddings the smallest; no weight decay on biases
+    and norms.
+    """
+    n = len(encoder_layers(model.backbone))
+    groups: dict = {}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if not name.startswith("backbone."):
+            lr = cfg.head_lr
+        else:
+            m = re.search(r"\.layers?\.(\d+)\.", name)
+            depth = n - 1 - int(m.group(1)) if m else (n if "embed" in name else 0)
+            lr = cfg.lr * cfg.llrd**depth
+        wd = 0.0 if p.ndim < 2 else cfg.weight_decay
+        groups.setdefault((lr, wd), []).append(p)
+    params = [{"params": ps, "lr": lr, "weight_decay": wd} for (lr, wd), ps in groups.items()]
+    return torch.optim.AdamW(params, lr=cfg.lr)
+
+
+def eval_period(cfg: TrainConfig, best: float) -> int:
+    """Steps until the next validation: from the schedule given the best score so far."""
+    for threshold, every in cfg.eval_schedule:
+        if best >= threshold:
+            return every
+    return cfg.eval_every if not cfg.eval_schedule else cfg.eval_schedule[-1][1]
+
+
+def mixed_precision(cfg: TrainConfig) -> str:
+    """accelerate's mixed_precision value for cfg.precision on this machine."""
+    cuda = torch.cuda.is_available()
+    if cfg.precision == "auto":
+        if not cuda:
+            return "no"
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if cfg.precision == "fp16" and not cuda:
+        raise ValueError("--precision fp16 needs a CUDA GPU; on CPU use bf16 or fp32")
+    return {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}[cfg.precision]
+
+
+def make_accelerator(cfg: TrainConfig):
+    """An Accelerator for this config (one process, or each process of `accelerate launch`)."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    mp = mixed_precision(cfg)
+    if AcceleratorState._shared_state and AcceleratorState().mixed_precision != mp:
+        # A notebook or test that trains twice with different precisions in one process:
+        # accelerate's state is a process-wide singleton, so it is reset between runs.
+        AcceleratorState._reset_state(reset_partial_state=False)
+    return Accelerator(mixed_precision=mp, gradient_accumulation_steps=cfg.grad_accum)
+
+
+# ----------------------------------------------------------------------------- one fold
+
+
+@torch.no_grad()
+def predict_loader(model, loader, accelerator, n: int, task: str) -> np.ndarray:
+    """Predictions (n, outputs) in dataset order, gathered across processes."""
+    model.eval()
+    idx, out = [], []
+    for batch in loader:
+        preds = model(batch["input_ids"], batch["attention_mask"]).float()
+        out.append(torch.softmax(preds, -1) if task == "classification" else preds)
+        idx.append(batch["index"])
+    idx, out = torch.cat(idx), torch.cat(out)
+    # Processes may hold different row counts: pad, gather, then drop the padding (-1).
+    idx = accelerator.pad_across_processes(idx, pad_index=-1)
+    out = accelerator.pad_across_processes(out)
+    idx, out = accelerator.gather((idx, out))
+    keep = idx >= 0
+    result = np.full((n, out.shape[1]), np.nan, dtype=np.float64)
+    result[idx[keep].cpu().numpy()] = out[keep].cpu().numpy()  # repeated rows: same values
+    if np.isnan(result).any():
+        raise RuntimeError("validation predictions do not cover every row")
+    model.train()
+    return result
+
+
+def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator):
+    """Train one fold from scratch; returns (model with the best weights, tokenizer, oof, history)."""
+    from accelerate.utils import set_seed
+
+    set_seed(cfg.seed + fold)  # before the model: the head's initialisation is reproducible
+    log = accelerator.print
+    labels = class_labels(cfg, df) if cfg.task == "classification" else None
+    y = targets_of(cfg, df, labels)
+    tr, va = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
+    tokenizer = load_tokenizer(cfg.model)
+    texts = df[cfg.text_col].tolist()
+    train_ds = TextDataset([texts[i] for i in tr], tokenizer, cfg.max_len, y[tr])
+    valid_ds = TextDataset([texts[i] for i in va], tokenizer, cfg.max_len, y[va])
+    n_cut = train_ds.n_truncated + valid_ds.n_truncated
+    if n_cut:
+        log(f"fold {fold}: {n_cut} of {len(df)} texts truncated to max_len {cfg.max_len}")
+
+    n_out = (cfg.num_labels or len(labels)) if labels is not None else len(cfg.target_cols)
+    spec = ModelSpec(
+        pooling=cfg.pooling,
+        attention_scorer=cfg.attention_scorer,
+        layers=cfg.layers,
+        num_outputs=n_out,
+        task=cfg.task,
+        head_dropout=cfg.head_dropout,
+        target_names=tuple(map(str, labels)) if labels is not None else tuple(cfg.target_cols),
+    )
+    model = TextModel.from_backbone(
+        cfg.model, spec, cfg.backbone_dropout, cfg.reinit_layers, cfg.gradient_checkpointing
+    )
+    ydtype = torch.long if cfg.task == "classification" else torch.float32
+    collate = Collator(tokenizer.pad_token_id or 0, 8, ydtype)
+    sampler = EpochBatches(train_ds.lengths, cfg.batch_size, cfg.seed + fold, cfg.group_by_length)
+    train_dl = DataLoader(train_ds, batch_sampler=sampler, collate_fn=collate, num_workers=cfg.num_workers)
+    valid_batches = sorted_batches(valid_ds.lengths, cfg.eval_batch_size)
+    valid_dl = DataLoader(valid_ds, batch_sampler=valid_batches, collate_fn=collate)
+
+    optimizer = build_optimizer(model, cfg)
+    model, optimizer, train_dl, valid_dl = accelerator.prepare(model, optimizer, train_dl, valid_dl)
+    steps_per_epoch = math.ceil(len(train_dl) / cfg.grad_accum)
+    total = steps_per_epoch * cfg.epochs
+    if cfg.max_steps:
+        total = min(total, cfg.max_steps)
+    from transformers import get_cosine_schedule_with_warmup
+
+    # Not prepared: stepped exactly once per optimizer step, on every process alike.
+    scheduler = get_cosine_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
+
+    best, best_state, best_pred, history = math.inf, None, None, []
+    step, next_eval, loss_sum, loss_n = 0, eval_period(cfg, math.inf), 0.0, 0
+    t0 = time.time()
+    bar = tqdm(total=total, desc=f"fold {fold}", disable=not (cfg.progress and accelerator.is_main_process))
+    model.train()
+    for epoch in range(cfg.epochs):
+        sampler.set_epoch(epoch)
+        for i, batch in enumerate(train_dl):
+            with accelerator.accumulate(model):
+                preds = model(batch["input_ids"], batch["attention_mask"])
+                loss = compute_loss(cfg, preds, batch["target"])
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and cfg.max_grad_norm > 0:
+                    accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                optimizer.zero_grad()
+            loss_sum, loss_n = loss_sum + loss.item(), loss_n + 1
+            if not accelerator.sync_gradients:
+                continue
+            scheduler.step()
+            step += 1
+            bar.update(1)
+            end_of_epoch = i == len(train_dl) - 1
+            if step >= next_eval or end_of_epoch or step == total:
+                pred = predict_loader(model, valid_dl, accelerator, len(va), cfg.task)
+                m = scores(cfg, y[va], pred)
+                improved = m["score"] < best
+                if improved:
+                    best, best_pred = m["score"], pred
+                    state = accelerator.unwrap_model(model).state_dict()
+                    best_state = {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
+                entry = {"step": step, "epoch": epoch, "train_loss": loss_sum / max(loss_n, 1)}
+                entry.update({k: v for k, v in m.items() if not isinstance(v, dict)})
+                entry["best"], entry["lr"] = best, scheduler.get_last_lr()[0]
+                history.append(entry)
+                name = "log_loss" if cfg.task == "classification" else "rmse"
+                log(
+                    f"fold {fold} step {step}/{total} | train loss {entry['train_loss']:.4f} | "
+                    f"valid {name} {m['score']:.4f} | best {best:.4f}{' *' if improved else ''}"
+                )
+                loss_sum, loss_n = 0.0, 0
+                next_eval = step + eval_period(cfg, best)
+            if step >= total:
+                break
+        if step >= total:
+            break
+    bar.close()
+
+    final = accelerator.unwrap_model(model)
+    final.load_state_dict(best_state)
+    accelerator.free_memory()  # drop accelerate's references before the next fold
+    oof = pd.DataFrame({"id": df[cfg.id_col].iloc[va].to_numpy()})
+    if cfg.task == "classification":
+        oof[cfg.target_cols[0]] = df[cfg.target_cols[0]].iloc[va].to_numpy()
+        oof["pred"] = [labels[j] for j in best_pred.argmax(1)]
+        for j, lab in enumerate(labels):
+            oof[f"prob_{lab}"] = best_pred[:, j]
+    elif len(cfg.target_cols) == 1:
+        oof[cfg.target_cols[0]] = y[va, 0]
+        oof["pred"] = best_pred[:, 0]
+    else:
+        for j, c in enumerate(cfg.target_cols):
+            oof[c] = y[va, j]
+            oof[f"pred_{c}"] = best_pred[:, j]
+    oof["fold"] = fold
+    info = {"fold": fold, "best_score": best, "steps": step, "seconds": time.time() - t0}
+    info["n_train"], info["n_valid"], info["n_truncated"] = len(tr), len(va), n_cut
+    return final, tokenizer, oof, {**info, "history": history}
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def _versions() -> dict:
+    import transformers
+
+    return {"kit": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": sys.version.split()[0]}
+
+
+def prepare_out(cfg: TrainConfig, out: Path) -> None:
+    """Check that OUT can hold this run (same arguments, or --overwrite), and record them."""
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(".*.tmp"):  # left by a killed process; never read
+        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink()
+    saved_path = out / "config.json"
+    if saved_path.exists():
+        saved = json.loads(saved_path.read_text())
+        diff = sorted(k for k in set(saved) | set(identity(cfg)) if saved.get(k) != identity(cfg).get(k))
+        if diff and not cfg.overwrite:
+            detail = ", ".join(f"{k}: {saved.get(k)!r} -> {identity(cfg).get(k)!r}" for k in diff[:4])
+            raise RunError(
+                f"{out} holds a run made with different arguments ({detail}); "
+                "use another --out, the same arguments, or --overwrite"
+            )
+        if diff:
+            for p in [*out.glob("fold[0-9]*"), out / "oof.csv", out / "metrics.json", out / "folds.csv"]:
+                shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+    write_json(saved_path, identity(cfg))
+
+
+def assign_folds(cfg: TrainConfig, df: pd.DataFrame, out: Path) -> np.ndarray:
+    """Folds from --folds-csv, else from OUT/folds.csv (resume), else made; saved to OUT/folds.csv."""
+    ids = df[cfg.id_col]
+    source = cfg.folds_csv or (out / "folds.csv" if (out / "folds.csv").exists() else "")
+    if source:
+        folds = read_folds(source, ids)
+        if folds.max() >= cfg.folds:
+            raise DataError(f"{Path(source).name} has fold {folds.max()} but --folds is {cfg.folds}")
+    else:
+        folds = make_folds(df, cfg.folds, cfg.fold_seed, cfg.target_cols, cfg.task)
+    return folds
+
+
+def finished_folds(out: Path) -> list:
+    """Fold numbers whose folder exists in OUT (a fold folder appears only when complete)."""
+    return sorted(int(p.name[4:]) for p in Path(out).glob("fold[0-9]*") if p.is_dir())
+
+
+def summarize(cfg: TrainConfig, out: Path) -> dict:
+    """Rebuild OUT/oof.csv and OUT/metrics.json from the finished folds."""
+    done = finished_folds(out)
+    oof = pd.concat([pd.read_csv(out / f"fold{k}" / "oof.csv", dtype={"id": str}) for k in done])
+    infos = {k: json.loads((out / f"fold{k}" / "history.json").read_text()) for k in done}
+    write_csv(out / "oof.csv", oof)
+    if cfg.task == "classification":
+        labels = [c[5:] for c in oof.columns if c.startswith("prob_")]
+        truth = oof[cfg.target_cols[0]].astype(str).map({lab: i for i, lab in enumerate(labels)})
+        m = scores(cfg, truth.to_numpy(), oof[[f"prob_{lab}" for lab in labels]].to_numpy())
+        metrics = {"cv_log_loss": m["log_loss"], "cv_accuracy": m["accuracy"]}
+        metrics["fold_log_loss"] = {k: infos[k]["best_score"] for k in done}
+    else:
+        cols = list(cfg.target_cols)
+        pcols = ["pred"] if len(cols) == 1 else [f"pred_{c}" for c in cols]
+        m = scores(cfg, oof[cols].to_numpy(), oof[pcols].to_numpy())
+        metrics = {"cv_rmse": m["rmse"], "fold_rmse": {k: infos[k]["best_score"] for k in done}}
+        if len(cols) > 1:
+            metrics["mcrmse"], metrics["rmse_per_target"] = m["rmse"], m["rmse_per_target"]
+    metrics.update(
+        folds_done=done,
+        n_oof=len(oof),
+        seconds_per_fold={k: round(infos[k]["seconds"], 1) for k in done},
+        config=identity(cfg),
+        versions=_versions(),
+    )
+    write_json(out / "metrics.json", metrics)
+    return metrics
+
+
+def run_cv(cfg: TrainConfig) -> dict:
+    """Train every fold not finished yet (or just cfg.only_folds); returns metrics.json's content."""
+    accelerator = make_accelerator(cfg)
+    out = Path(cfg.out)
+    if accelerator.is_main_process:
+        prepare_out(cfg, out)
+    accelerator.wait_for_everyone()
+    df = load_train(cfg)
+    folds = assign_folds(cfg, df, out)
+    if accelerator.is_main_process:
+        write_csv(out / "folds.csv", pd.DataFrame({"id": df[cfg.id_col], "fold": folds}))
+    todo = cfg.only_folds or tuple(range(cfg.folds))
+    metrics = {}
+    for fold in todo:
+        if (out / f"fold{fold}").is_dir():
+            accelerator.print(f"fold {fold}: finished earlier, skipped")
+            continue
+        model, tokenizer, oof, info = train_fold(cfg, df, folds, fold, accelerator)
+        if accelerator.is_main_process:
+            with atomic_dir(out / f"fold{fold}") as tmp:
+                model.save(tmp, tokenizer, extra={"fold": fold, "score": info["best_score"],
+                                                  "train": identity(cfg)})
+                write_csv(tmp / "oof.csv", oof)
+                write_json(tmp / "history.json", info)
+            metrics = summarize(cfg, out)
+            name = "cv_rmse" if cfg.task == "regression" else "cv_log_loss"
+            accelerator.print(
+                f"fold {fold}: best {info['best_score']:.4f} in {info['seconds']:.0f}s | "
+                f"{name} over folds {metrics['folds_done']}: {metrics[name]:.4f}"
+            )
+        accelerator.wait_for_everyone()
+        del model
+    if accelerator.is_main_process and not metrics and finished_folds(out):
+        metrics = summarize(cfg, out)
+    return metrics
+
+
+def main(argv=None) -> int:
+    """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
+    try:
+        cfg = config_from_args(argv)
+        run_cv(cfg)
+    except (DataError, RunError, ValueError, OSError) as e:
+        msg = " ".join(str(e).split())
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
