@@ -1,0 +1,104 @@
+"""Where am I (Kaggle, Colab, local) and where are the data, the attached datasets and the outputs.
+
+All paths the notebooks use come from here. Kaggle has two /kaggle/input layouts:
+old  /kaggle/input/<slug>/                      (competitions and datasets alike)
+new  /kaggle/input/competitions/<slug>/  and  /kaggle/input/datasets/<owner>/<slug>/
+Both are tried, then a search of the input tree as a fallback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+COMPETITION = "commonlitreadabilityprize"
+KAGGLE_INPUT = Path("/kaggle/input")
+KAGGLE_WORKING = Path("/kaggle/working")
+# Local places a downloaded copy of the competition may live (first hit wins).
+LOCAL_DATA = ("data", "../data")
+
+
+def detect() -> str:
+    """'kaggle', 'colab' or 'local'."""
+    if os.environ.get("KAGGLE_KERNEL_RUN_TYPE"):
+        return "kaggle"
+    if "google.colab" in sys.modules or os.environ.get("COLAB_RELEASE_TAG"):
+        return "colab"
+    return "local"
+
+
+def kaggle_input() -> Path:
+    """The Kaggle input root (KAGGLE_INPUT_ROOT overrides it, e.g. for offline tests)."""
+    return Path(os.environ.get("KAGGLE_INPUT_ROOT", KAGGLE_INPUT))
+
+
+def _search(root: Path, slug: str, marker: str | None, depth: int = 4):
+    """First folder named `slug` under root (breadth-first, `depth` levels) holding `marker`."""
+    level = [root]
+    for _ in range(depth):
+        nxt = []
+        for d in level:
+            try:
+                children = sorted(p for p in d.iterdir() if p.is_dir())
+            except OSError:
+                continue
+            for c in children:
+                if c.name == slug and (marker is None or (c / marker).exists()):
+                    return c
+            nxt += children
+        level = nxt
+    return None
+
+
+def dataset_dir(slug: str, owner: str | None = None, marker: str | None = None) -> Path:
+    """An attached Kaggle dataset (or competition) folder, under either input layout."""
+    root = kaggle_input()
+    candidates = [root / slug, root / "competitions" / slug]
+    if owner:
+        candidates.append(root / "datasets" / owner / slug)
+    for c in candidates:
+        if c.is_dir() and (marker is None or (c / marker).exists()):
+            return c
+    found = _search(root, slug, marker)
+    if found is None:
+        raise FileNotFoundError(
+            f"dataset {slug!r} is not attached: no {slug}/ under {root} "
+            f"(checked {', '.join(str(c) for c in candidates)} and a search)"
+        )
+    return found
+
+
+def competition_dir(data_dir: str | None = None, slug: str = COMPETITION) -> Path:
+    """The folder with train.csv/test.csv: `data_dir` if given, the Kaggle input on Kaggle,
+    else the first of LOCAL_DATA (and $COMMONLIT_DATA) that holds train.csv or test.csv."""
+    if data_dir:
+        path = Path(data_dir)
+        if not path.is_dir():
+            raise FileNotFoundError(f"data folder not found: {path}")
+        return path
+    if detect() == "kaggle":
+        return dataset_dir(slug, marker="test.csv")
+    env = os.environ.get("COMMONLIT_DATA")
+    for c in ([env] if env else []) + list(LOCAL_DATA):
+        if any((Path(c) / f).is_file() for f in ("train.csv", "test.csv")):
+            return Path(c)
+    raise FileNotFoundError(
+        "competition data not found: run `make data` (Kaggle credentials needed) or place "
+        "train.csv, test.csv and sample_submission.csv in data/ (see data/README.md)"
+    )
+
+
+def working_dir(name: str = "commonlit-kit") -> Path:
+    """Where outputs go: /kaggle/working on Kaggle; Google Drive on Colab when mounted (so a
+    disconnect loses nothing), else /content; the current folder locally."""
+    env = detect()
+    if env == "kaggle":
+        path = Path(os.environ.get("KAGGLE_WORKING_ROOT", KAGGLE_WORKING))
+    elif env == "colab":
+        drive = Path("/content/drive/MyDrive")
+        path = drive / name if drive.is_dir() else Path("/content") / name
+    else:
+        path = Path.cwd()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
