@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from dataclasses import dataclass
 
 from .pooling import POOLING_MODES
@@ -103,7 +104,7 @@ def identity(cfg: TrainConfig) -> dict:
     d = dataclasses.asdict(cfg)
     for k in RUN_CONTROL:
         d.pop(k)
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+    return json.loads(json.dumps(d))  # tuples -> lists, exactly as config.json stores them
 
 
 def _schedule(text: str) -> tuple:

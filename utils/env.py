@@ -102,3 +102,13 @@ def working_dir(name: str = "commonlit-kit") -> Path:
         path = Path.cwd()
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def runs_dir(runs_dir: str = "", models_dataset: str = "") -> Path:
+    """Where run folders live: `runs_dir` if given; on Kaggle the attached models dataset when
+    named; else working_dir() / "runs"."""
+    if runs_dir:
+        return Path(runs_dir)
+    if detect() == "kaggle" and models_dataset:
+        return dataset_dir(models_dataset)
+    return working_dir() / "runs"

@@ -49,6 +49,19 @@ class RunError(RuntimeError):
     """A run folder that cannot be resumed with these arguments."""
 
 
+class _Batches(torch.utils.data.Sampler):
+    """A batch sampler's batches, without its batch_size (see train_fold)."""
+
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self):
+        return len(self.batches)
+
+
 # ----------------------------------------------------------------------------- data
 
 
@@ -176,7 +189,11 @@ def make_accelerator(cfg: TrainConfig):
         # A notebook or test that trains twice with different precisions in one process:
         # accelerate's state is a process-wide singleton, so it is reset between runs.
         AcceleratorState._reset_state(reset_partial_state=False)
-    return Accelerator(mixed_precision=mp, gradient_accumulation_steps=cfg.grad_accum)
+    # cpu=True without CUDA: processes started by torchrun / `accelerate launch --multi_gpu` /
+    # notebook_launcher then join one gloo group (MULTI_CPU); with cpu=False each would train
+    # the whole data alone and all of them would write OUT.
+    cpu = not torch.cuda.is_available()
+    return Accelerator(mixed_precision=mp, gradient_accumulation_steps=cfg.grad_accum, cpu=cpu)
 
 
 # ----------------------------------------------------------------------------- one fold
@@ -238,7 +255,11 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     ydtype = torch.long if cfg.task == "classification" else torch.float32
     collate = Collator(tokenizer.pad_token_id or 0, 8, ydtype)
     sampler = EpochBatches(train_ds.lengths, cfg.batch_size, cfg.seed + fold, cfg.group_by_length)
-    train_dl = DataLoader(train_ds, batch_sampler=sampler, collate_fn=collate, num_workers=cfg.num_workers)
+    # Handed to accelerate as a plain list of batches (no batch_size attribute): its sharder then
+    # deals whole batches round-robin. Given a batch_size, it only yields a pair of batches whose
+    # second is full, so a length-grouped epoch (short batch anywhere) silently lost two batches.
+    train_batches = _Batches(sampler)
+    train_dl = DataLoader(train_ds, batch_sampler=train_batches, collate_fn=collate, num_workers=cfg.num_workers)
     valid_batches = sorted_batches(valid_ds.lengths, cfg.eval_batch_size)
     valid_dl = DataLoader(valid_ds, batch_sampler=valid_batches, collate_fn=collate)
 
@@ -342,7 +363,9 @@ def prepare_out(cfg: TrainConfig, out: Path) -> None:
     if saved_path.exists():
         saved = json.loads(saved_path.read_text())
         diff = sorted(k for k in set(saved) | set(identity(cfg)) if saved.get(k) != identity(cfg).get(k))
-        if diff and not cfg.overwrite:
+        # No finished fold (e.g. the last command had a typo in --model): nothing to lose, so
+        # the corrected command simply starts over instead of asking for --overwrite.
+        if diff and not cfg.overwrite and finished_folds(out):
             detail = ", ".join(f"{k}: {saved.get(k)!r} -> {identity(cfg).get(k)!r}" for k in diff[:4])
             raise RunError(
                 f"{out} holds a run made with different arguments ({detail}); "
@@ -405,6 +428,10 @@ def summarize(cfg: TrainConfig, out: Path) -> dict:
 def run_cv(cfg: TrainConfig) -> dict:
     """Train every fold not finished yet (or just cfg.only_folds); returns metrics.json's content."""
     accelerator = make_accelerator(cfg)
+    # Says how many processes really train (`accelerate launch --num_processes 2` on a machine
+    # without GPUs starts only one; see README for the CPU command).
+    accelerator.print(f"{accelerator.num_processes} process(es) on {accelerator.device.type}, "
+                      f"mixed precision {accelerator.mixed_precision}")
     out = Path(cfg.out)
     if accelerator.is_main_process:
         prepare_out(cfg, out)
@@ -437,6 +464,17 @@ def run_cv(cfg: TrainConfig) -> dict:
     if accelerator.is_main_process and not metrics and finished_folds(out):
         metrics = summarize(cfg, out)
     return metrics
+
+
+def launch(cfg: TrainConfig, num_processes: int = 1) -> dict:
+    """run_cv in this process, or on `num_processes` GPUs/processes from a notebook (Kaggle T4 x2)
+    through accelerate's notebook_launcher; returns the run's metrics.json content."""
+    if num_processes > 1:
+        from accelerate import notebook_launcher
+
+        notebook_launcher(run_cv, args=(cfg,), num_processes=num_processes)
+        return json.loads((Path(cfg.out) / "metrics.json").read_text())
+    return run_cv(cfg)
 
 
 def main(argv=None) -> int:

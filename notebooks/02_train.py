@@ -1,0 +1,151 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 2 · Train K folds with attention-head pooling
+#
+# Instead of the CLS token or the mean of the token states, a small learned layer
+# `Linear(H, H) -> Tanh -> Linear(H, 1)` scores every token of the encoder's last hidden states;
+# padding is masked before the softmax and the weighted sum of the token states feeds a regression
+# head. This notebook trains K folds with one call into `utils`, then shows the learning curves, the
+# per-fold scores, the out-of-fold predictions and **what the attention head looks at**.
+#
+# Run it twice with different `pooling`/`model_name`/`run_name` to get two runs for notebook 3.
+
+# %% tags=["parameters"]
+model_name = "roberta-base"  # hub name (internet on) or a folder, e.g. an attached dataset
+pooling = "attention"  # attention | mean | max | cls | attention+mean
+run_name = "roberta-base-attention"
+folds = 5
+epochs = 3
+batch_size = 16
+max_len = 256
+lr = 2e-5  # encoder
+head_lr = 1e-3  # pooling + head
+llrd = 0.95  # layer-wise lr decay
+max_rows = 0  # 0 = every row
+max_steps = 0  # 0 = no cap
+eval_every = 10
+eval_schedule = [[0.50, 16], [0.49, 8], [0.48, 4], [0.47, 2], [0.0, 1]]  # evaluate more often as RMSE falls
+precision = "auto"  # bf16/fp16 AMP on GPU, fp32 on CPU
+num_processes = 1  # 2 on Kaggle's "GPU T4 x2": data-parallel through accelerate
+n_examples = 4  # validation texts shown with their attention weights
+data_dir = ""  # "" = found by utils.env (Kaggle input, data/)
+runs_dir = ""  # "" = utils.env.working_dir() / "runs" (Google Drive on Colab when mounted)
+kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
+colab_install = "/content/drive/MyDrive/commonlit-kit"  # Colab: pip-installed from here
+
+# %% [markdown]
+# Setup: make `import utils` find the kit (attached Kaggle dataset, Colab install, or local checkout).
+
+# %%
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+kaggle_input = Path(os.environ.get("KAGGLE_INPUT_ROOT", "/kaggle/input"))
+kit_dirs = [
+    d
+    for d in [kaggle_input / kit_dataset, *kaggle_input.glob(f"datasets/*/{kit_dataset}")]
+    if (d / "utils" / "__init__.py").is_file()
+]
+if kit_dirs:
+    sys.path.insert(0, str(kit_dirs[0]))  # at the front: no other `utils` may shadow the kit
+elif "google.colab" in sys.modules:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", colab_install], check=True)
+elif Path("../utils/__init__.py").is_file():
+    sys.path.insert(0, str(Path("..").resolve()))  # a local checkout, run from notebooks/
+import utils  # noqa: E402
+
+if kit_dirs:
+    assert Path(utils.__file__).resolve().is_relative_to(kit_dirs[0].resolve()), utils.__file__
+print("utils", utils.__version__, "from", Path(utils.__file__).parent)
+
+# %%
+import pandas as pd
+from IPython.display import HTML, display
+
+from utils import env, explain, plots
+from utils.config import TrainConfig
+from utils.data import read_csv
+from utils.model import TextModel
+from utils.train import launch
+
+data = env.competition_dir(data_dir)
+run_dir = env.runs_dir(runs_dir) / run_name
+cfg = TrainConfig(
+    train_csv=str(data / "train.csv"), out=str(run_dir), model=model_name, pooling=pooling,
+    folds=folds, epochs=epochs, batch_size=batch_size, max_len=max_len, lr=lr, head_lr=head_lr,
+    llrd=llrd, max_rows=max_rows, max_steps=max_steps, eval_every=eval_every,
+    eval_schedule=tuple(map(tuple, eval_schedule)), precision=precision,
+)
+print("data:", data, "| run:", run_dir)
+
+# %% [markdown]
+# ## Train
+# One call trains every fold not finished yet: re-running this cell after a disconnect or a
+# time-out resumes at the first unfinished fold (finished folds are kept, byte for byte).
+
+# %%
+metrics = launch(cfg, num_processes)
+print(f"CV RMSE over {metrics['n_oof']} out-of-fold rows: {metrics['cv_rmse']:.4f}")
+
+# %% [markdown]
+# ## Learning curves and per-fold scores
+# The circle marks the checkpoint kept for each fold (best validation RMSE).
+
+# %%
+fig = plots.learning_curves(run_dir)
+plots.save_fig(fig, run_dir / "figures" / "learning_curves.png")
+display(plots.fold_table(run_dir).style.format(precision=4).hide(axis="index"))
+
+# %% [markdown]
+# ## Out-of-fold predictions
+# Points below the line are excerpts predicted harder than they are. Like most CommonLit models,
+# predictions shrink towards the mean at both ends.
+
+# %%
+fig = plots.oof_scatter(run_dir)
+plots.save_fig(fig, run_dir / "figures" / "oof_scatter.png")
+
+# %% [markdown]
+# ## What the attention head looks at
+# Fold 0's model reads its own validation excerpts (never seen in training). Each word is coloured
+# by its pooling weight; the claim to check: the head focuses on complex vocabulary.
+
+# %%
+if "attention" in pooling:
+    model, tokenizer = TextModel.load(run_dir / "fold0")
+    train = read_csv(cfg.train_csv).set_index("id")
+    oof = pd.read_csv(run_dir / "oof.csv", dtype={"id": str})
+    valid = oof[oof["fold"] == 0].merge(train[["excerpt"]], left_on="id", right_index=True)
+    frames = explain.token_weights(model, tokenizer, valid["excerpt"], max_len)
+    titles = [f"id {r.id}: target {r.target:.2f}, predicted {r.pred:.2f}" for r in valid.itertuples()]
+    display(HTML(plots.token_weights_html(frames[:n_examples], titles[:n_examples])))
+    fig = plots.token_weights_figure(frames[:n_examples], titles[:n_examples])
+    plots.save_fig(fig, run_dir / "figures" / "token_weights.png")
+
+# %% [markdown]
+# Across the whole validation fold: the words with the most weight relative to an equal share, and
+# the mean relative weight by word length.
+
+# %%
+if "attention" in pooling:
+    top = explain.top_words(frames, min_count=3, top=20)
+    lengths = explain.weight_vs_length(frames)
+    fig = plots.top_words_figure(top, lengths)
+    plots.save_fig(fig, run_dir / "figures" / "top_words.png")
+    print(f"Spearman(word length, relative weight) = {lengths.attrs['spearman']:.3f}")

@@ -1,0 +1,93 @@
+"""The training, ensembling and submission notebooks run end to end under papermill (tiny model,
+60 rows) and write their figures and a valid submission. (The EDA notebook: tests/test_eda.py.)"""
+
+import ast
+import json
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from conftest import ROOT, tiny_frame
+
+NB = ROOT / "notebooks"
+NOTEBOOKS = ["01_eda", "02_train", "03_ensemble", "04_submission"]
+
+
+def execute(name, out, params, out_name=None):
+    import papermill as pm
+
+    return pm.execute_notebook(str(NB / f"{name}.ipynb"), str(out / f"{out_name or name}.ipynb"),
+                               parameters=params, cwd=str(NB), kernel_name="python3",
+                               progress_bar=False)
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory, tiny_bert):
+    d = tmp_path_factory.mktemp("nb")
+    data = d / "data"
+    data.mkdir()
+    tiny_frame(60).to_csv(data / "train.csv", index=False)
+    test = tiny_frame(7, seed=9).drop(columns=["target", "standard_error"])
+    test.to_csv(data / "test.csv", index=False)
+    runs = d / "runs"
+    names = []
+    for pooling in ("attention", "mean"):
+        name = f"tiny-{pooling}"
+        names.append(name)
+        execute("02_train", d, {"model_name": tiny_bert, "pooling": pooling, "run_name": name,
+                                "folds": 2, "epochs": 2, "batch_size": 8, "max_len": 64, "lr": 1e-3,
+                                "eval_every": 2, "eval_schedule": [], "n_examples": 2,
+                                "data_dir": str(data), "runs_dir": str(runs)}, f"train-{name}")
+    execute("03_ensemble", d, {"runs": names, "runs_dir": str(runs)})
+    execute("04_submission", d, {"runs": names, "runs_dir": str(runs), "blend_json": "blend.json",
+                                 "data_dir": str(data), "out_dir": str(d / "sub")})
+    return d, data, runs, names
+
+
+def test_training_notebook_figures(pipeline):
+    d, _, runs, names = pipeline
+    expected = ["learning_curves.png", "oof_scatter.png", "token_weights.png", "top_words.png"]
+    for f in expected:
+        assert (runs / names[0] / "figures" / f).stat().st_size > 5000, f
+    # mean pooling has no token weights: only the first two figures
+    assert sorted(p.name for p in (runs / names[1] / "figures").iterdir()) == sorted(expected[:2])
+    for name in names:
+        m = json.loads((runs / name / "metrics.json").read_text())
+        assert m["folds_done"] == [0, 1] and m["n_oof"] == 60
+
+
+def test_ensemble_notebook_writes_blend(pipeline):
+    _, _, runs, names = pipeline
+    blend = json.loads((runs / "blend.json").read_text())
+    assert blend["runs"] == names
+    assert all(w >= 0 for w in blend["weights"]) and sum(blend["weights"]) == pytest.approx(1.0)
+    assert (runs / "figures" / "blend.png").stat().st_size > 5000
+
+
+def test_submission_notebook_writes_valid_submission(pipeline):
+    d, data, _, _ = pipeline
+    sub = pd.read_csv(d / "sub" / "submission.csv", dtype={"id": str})
+    test = pd.read_csv(data / "test.csv", dtype={"id": str})
+    assert list(sub.columns) == ["id", "target"]
+    assert sub["id"].tolist() == test["id"].tolist()
+    assert sub["target"].notna().all() and sub["target"].between(-10, 10).all()
+    assert (d / "sub" / "predictions.png").stat().st_size > 5000
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_form(name):
+    """Thin notebooks: parameters cell first, no def/class, paired .py in sync, outputs stripped."""
+    nb = nbformat.read(NB / f"{name}.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert "parameters" in code[0].metadata.get("tags", [])
+    for c in code:
+        assert not c.get("outputs") and c.get("execution_count") is None
+        tree = ast.parse(c.source)
+        assert not [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Lambda))]
+    import jupytext
+
+    paired = jupytext.read(NB / f"{name}.py")
+    sources = lambda n: [c.source.strip() for c in n.cells]  # noqa: E731
+    assert sources(paired) == sources(nb), f"{name}.py and {name}.ipynb differ: run jupytext --sync"

