@@ -35,15 +35,15 @@ max_len = 256
 lr = 2e-5  # encoder
 head_lr = 1e-3  # pooling + head
 llrd = 0.95  # layer-wise lr decay
-max_rows = 0  # 0 = every row
-max_steps = 0  # 0 = no cap
+max_rows = 0  # 0 means every row
+max_steps = 0  # 0 means no cap
 eval_every = 10
 eval_schedule = [[0.50, 16], [0.49, 8], [0.48, 4], [0.47, 2], [0.0, 1]]  # evaluate more often as RMSE falls
 precision = "auto"  # bf16/fp16 AMP on GPU, fp32 on CPU
 num_processes = 1  # 2 on Kaggle's "GPU T4 x2": data-parallel through accelerate
 n_examples = 4  # validation texts shown with their attention weights
-data_dir = ""  # "" = found by utils.env (Kaggle input, data/)
-runs_dir = ""  # "" = utils.env.working_dir() / "runs" (Google Drive on Colab when mounted)
+data_dir = ""  # empty: found by utils.env (Kaggle input, data/)
+runs_dir = ""  # empty: utils.env.working_dir() / "runs" (Google Drive on Colab when mounted)
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
 colab_install = "/content/drive/MyDrive/commonlit-kit"  # Colab: pip-installed from here
 

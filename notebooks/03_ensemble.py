@@ -26,7 +26,7 @@
 
 # %% tags=["parameters"]
 runs = ["roberta-base-attention", "roberta-large-attention"]  # run folder names in runs_dir
-runs_dir = ""  # "" = utils.env.working_dir() / "runs"
+runs_dir = ""  # empty: utils.env.working_dir() / "runs"
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
 colab_install = "/content/drive/MyDrive/commonlit-kit"  # Colab: pip-installed from here
 

@@ -25,10 +25,10 @@
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
 models_dataset = "commonlit-kit-models"  # Kaggle: the dataset holding the run folders
 runs = ["roberta-base-attention", "roberta-large-attention"]  # run folder names
-blend_json = "blend.json"  # beside the runs; "" = equal weights
-data_dir = ""  # "" = the competition input (Kaggle) or data/ (local)
-runs_dir = ""  # "" = the models dataset on Kaggle, utils.env.working_dir() / "runs" elsewhere
-out_dir = ""  # "" = utils.env.working_dir() (/kaggle/working on Kaggle)
+blend_json = "blend.json"  # beside the runs; empty: equal weights
+data_dir = ""  # empty: the competition input (Kaggle) or data/ (local)
+runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
+out_dir = ""  # empty: utils.env.working_dir(), /kaggle/working on Kaggle
 batch_size = 64
 colab_install = "/content/drive/MyDrive/commonlit-kit"  # Colab: pip-installed from here
 
@@ -61,8 +61,8 @@ print("utils", utils.__version__, "from", Path(utils.__file__).parent)
 
 # %%
 import pandas as pd
-from IPython.display import display
 import torch
+from IPython.display import display
 
 from utils import env, plots
 from utils.data import read_csv

@@ -14,6 +14,7 @@ def _atomic_file(path, write) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would survive the rename
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             write(f)
@@ -42,6 +43,7 @@ def atomic_dir(path):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp's 0700 would survive the rename
     try:
         yield tmp
         if path.exists():

@@ -5,10 +5,11 @@ Every function returns a matplotlib Figure (or an HTML string); `save_fig` write
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
-import tempfile
+import uuid
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -20,18 +21,19 @@ plt.rcParams.update({"figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
                      "axes.spines.top": False, "axes.spines.right": False})
 
 
-def save_fig(fig, path) -> Path:
-    """Write a figure as PNG atomically (temp file + rename); returns the path."""
+def save_fig(fig, path, dpi: int = 110) -> Path:
+    """Write a figure as PNG atomically (temp file + rename); a notebook still shows it after."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    os.close(fd)
+    # Not mkstemp: its 0600 mode would survive the rename; a plain open keeps the umask's mode.
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
         os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
+        raise
     return path
 
 
