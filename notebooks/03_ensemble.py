@@ -26,7 +26,9 @@
 
 # %% tags=["parameters"]
 runs = ["roberta-base-attention", "roberta-large-attention"]  # run folder names in runs_dir
-runs_dir = ""  # empty: utils.env.working_dir() / "runs"
+runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
+models_dataset = "commonlit-kit-models"  # Kaggle: the dataset holding the run folders
+out_dir = ""  # empty: beside the runs when writable, else utils.env.working_dir()
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
 colab_install = "/content/drive/MyDrive/commonlit-kit"  # Colab: pip-installed from here
 
@@ -63,7 +65,8 @@ from IPython.display import display
 
 from utils import ensemble, env, plots
 
-root = env.runs_dir(runs_dir)
+root = env.runs_dir(runs_dir, models_dataset)
+out = env.output_dir(out_dir, root)
 paths = [root / r for r in runs]
 report = ensemble.blend_report(paths)
 oofs = ensemble.load_oofs(paths)
@@ -86,7 +89,7 @@ print(f"honest gain of the blend over the best single run: {gain:+.4f} RMSE")
 
 # %%
 fig = plots.blend_figure(report, oofs)
-plots.save_fig(fig, root / "figures" / "blend.png")
+plots.save_fig(fig, out / "figures" / "blend.png")
 
 # %% [markdown]
 # The weights per CV fold show how stable the blend is: weights that swing from fold to fold are
@@ -96,5 +99,5 @@ plots.save_fig(fig, root / "figures" / "blend.png")
 display(pd.DataFrame(report["weights_per_fold"], index=report["runs"]).T.style.format("{:.3f}"))
 
 # %%
-ensemble.save_blend(root / "blend.json", report)
-print("saved", root / "blend.json")
+ensemble.save_blend(out / "blend.json", report)
+print("saved", out / "blend.json")

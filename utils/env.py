@@ -112,3 +112,16 @@ def runs_dir(runs_dir: str = "", models_dataset: str = "") -> Path:
     if detect() == "kaggle" and models_dataset:
         return dataset_dir(models_dataset)
     return working_dir() / "runs"
+
+
+def output_dir(out_dir: str = "", preferred=None) -> Path:
+    """Where a notebook writes: `out_dir` if given, else `preferred` when writable (e.g. beside
+    the runs), else working_dir() (attached Kaggle datasets are read-only)."""
+    if out_dir:
+        path = Path(out_dir)
+    elif preferred is not None and os.access(preferred, os.W_OK):
+        path = Path(preferred)
+    else:
+        path = working_dir()
+    path.mkdir(parents=True, exist_ok=True)
+    return path

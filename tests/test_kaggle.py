@@ -1,0 +1,649 @@
+"""The Kaggle bundle: datasets, kernels, fp16 weights, commands; and the offline proof.
+
+The proof (test_submission_kernel_runs_offline) lays a bundle out as a Kaggle input tree in both
+layouts and executes the submission kernel's notebook with the network denied, `HF_HUB_OFFLINE=1`,
+no pip and no project on any path: `utils` can only come from the attached code dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import ROOT, tiny_frame
+from safetensors.torch import load_file
+from test_train import cfg_for
+
+from utils import kaggle
+from utils.ensemble import save_blend
+from utils.kaggle import BundleError, build, inject_parameters, main
+from utils.predict import predict
+from utils.train import run_cv
+
+OWNER = "kituser"
+SUB_PARAMS = ("kit_dataset", "models_dataset", "runs", "blend_json", "data_dir", "out_dir")
+PARAMS = {  # what each notebook's parameters cell declares in these tests
+    "01_eda": ("kit_dataset", "data_dir"),
+    "02_train": ("kit_dataset", "model_name", "data_dir"),
+    "03_ensemble": ("kit_dataset", "runs", "runs_dir"),
+    "04_submission": (*SUB_PARAMS, "batch_size"),
+}
+DEFAULTS = {"runs": ["x"], "batch_size": 64, "model_name": "roberta-base"}
+
+# The setup cell of the kit's notebooks: the kit from the attached dataset, first on sys.path.
+SETUP = """\
+import os
+import sys
+from pathlib import Path
+
+kaggle_input = Path(os.environ.get("KAGGLE_INPUT_ROOT", "/kaggle/input"))
+kit_dirs = [
+    d
+    for d in [kaggle_input / kit_dataset, *kaggle_input.glob(f"datasets/*/{kit_dataset}")]
+    if (d / "utils" / "__init__.py").is_file()
+]
+if kit_dirs:
+    sys.path.insert(0, str(kit_dirs[0]))
+import utils
+
+if kit_dirs:
+    assert Path(utils.__file__).resolve().is_relative_to(kit_dirs[0].resolve()), utils.__file__
+print("utils", utils.__version__, "from", Path(utils.__file__).parent)"""
+
+PREDICT = """\
+import pandas as pd
+
+from utils import env
+from utils.predict import load_blend, predict, write_submission
+
+root = env.dataset_dir(models_dataset)
+paths = [root / r for r in runs]
+test = pd.read_csv(env.competition_dir(data_dir or None) / "test.csv", dtype={"id": str})
+weights = load_blend(root / blend_json, paths) if blend_json else None
+preds = predict(paths, test["excerpt"].tolist(), weights, progress=False)
+out = Path(out_dir) if out_dir else env.working_dir()
+write_submission(out / "submission.csv", test, preds)"""
+
+
+def fake_notebook(path: Path, names, body=("print('body')",)) -> Path:
+    """A notebook whose first cell (tagged 'parameters') declares `names`."""
+    lines = [f"{n} = {DEFAULTS.get(n, 'default')!r}" for n in names]
+    params = nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["parameters"]})
+    cells = [nbformat.v4.new_markdown_cell("# title"), params]
+    cells += [nbformat.v4.new_code_cell(src) for src in body]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def fake_notebooks(folder: Path) -> list:
+    return [fake_notebook(folder / f"{stem}.ipynb", names) for stem, names in PARAMS.items()]
+
+
+def submission_notebook(tmp: Path) -> Path:
+    """The submission notebook to prove: the lead's notebooks/04_submission.ipynb when it exists,
+    else its jupytext pair 04_submission.py converted, else a stand-in with the same parameters,
+    setup cell and calls into utils.predict."""
+    real = ROOT / "notebooks" / "04_submission.ipynb"
+    if real.is_file():
+        return real
+    pair = ROOT / "notebooks" / "04_submission.py"
+    if pair.is_file():
+        import jupytext
+
+        jupytext.write(jupytext.read(pair), tmp / "04_submission.ipynb")
+        return tmp / "04_submission.ipynb"
+    return fake_notebook(tmp / "04_submission.ipynb", SUB_PARAMS, (SETUP, PREDICT))
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_bert):
+    """Two tiny 2-fold runs (on the same folds), a blend.json and a test.csv."""
+    tmp = tmp_path_factory.mktemp("runs")
+    tiny_frame(60).to_csv(tmp / "train.csv", index=False)
+    runs = [tmp / "bert-attn", tmp / "bert-mean"]
+    # The kit's default encoder lr: cfg_for's 1e-3 distorts the tiny encoder so much in two steps
+    # that fp16 weights move its predictions by ~1.5e-3 (the check rightly refuses that).
+    kw = dict(max_steps=2, lr=2e-5)
+    run_cv(cfg_for(tmp / "train.csv", runs[0], tiny_bert, **kw))
+    run_cv(cfg_for(tmp / "train.csv", runs[1], tiny_bert, pooling="mean", **kw))
+    save_blend(tmp / "blend.json", {"runs": [r.name for r in runs], "weights": [0.7, 0.3]})
+    test = tiny_frame(9, seed=7).drop(columns=["target", "standard_error"])
+    test["id"] = [f"t{i:03d}" for i in range(len(test))]
+    test.to_csv(tmp / "test.csv", index=False)
+    return {"runs": runs, "blend": tmp / "blend.json", "test": tmp / "test.csv"}
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory, trained):
+    """'blend': both runs + blend.json (fp16); 'single': one run, no blend (fp16)."""
+    tmp = tmp_path_factory.mktemp("bundle")
+    nbs = fake_notebooks(tmp / "nbs")
+    blend = build(trained["runs"], OWNER, tmp / "blend", blend=trained["blend"], notebooks=nbs)
+    single = build(trained["runs"][:1], OWNER, tmp / "single", notebooks=nbs, wheel=False)
+    return {"blend": blend, "single": single, "nbs": nbs}
+
+
+# ----------------------------------------------------------------------------- datasets
+
+
+def test_dataset_metadata_and_slug_validation():
+    meta = kaggle.dataset_metadata(OWNER, "commonlit-kit-code")
+    assert meta == {
+        "title": "Commonlit Kit Code",
+        "id": f"{OWNER}/commonlit-kit-code",
+        "licenses": [{"name": kaggle.DEFAULT_LICENSE}],
+    }
+    with pytest.raises(BundleError, match="6-50"):
+        kaggle.dataset_metadata(OWNER, "a-b")
+    with pytest.raises(BundleError, match="6-50"):
+        kaggle.dataset_metadata(OWNER, "x" * 51)
+    with pytest.raises(BundleError, match="lowercase"):
+        kaggle.dataset_metadata(OWNER, "CommonLit_Kit")
+    with pytest.raises(BundleError, match="user name"):
+        kaggle.dataset_metadata("me/you", "commonlit-kit-code")
+
+
+def test_bad_name_fails_before_any_work(trained, tmp_path):
+    with pytest.raises(BundleError, match="code dataset slug .* 6-50"):
+        build(trained["runs"], OWNER, tmp_path / "b", name="x" * 46, notebooks=[])
+    assert not (tmp_path / "b").exists()
+
+
+def test_code_dataset(bundles):
+    code = Path(bundles["blend"]["code"]["path"])
+    meta = json.loads((code / "dataset-metadata.json").read_text())
+    assert meta["id"] == f"{OWNER}/commonlit-kit-code" and len(meta["licenses"]) == 1
+    assert 6 <= len(meta["title"]) <= 50
+    for module in ("__init__.py", "model.py", "predict.py", "env.py", "kaggle.py"):
+        assert (code / "utils" / module).is_file()
+    assert not list(code.rglob("__pycache__")) and not list(code.rglob("*.pyc"))
+    wheel = code / bundles["blend"]["code"]["wheel"]
+    assert wheel.name.endswith("-py3-none-any.whl")
+    assert "utils/predict.py" in zipfile.ZipFile(wheel).namelist()
+    assert bundles["single"]["code"]["wheel"] is None
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def test_models_dataset_layout(bundles, trained):
+    models = Path(bundles["blend"]["models"]["path"])
+    meta = json.loads((models / "dataset-metadata.json").read_text())
+    assert meta["id"] == f"{OWNER}/commonlit-kit-models"
+    for run in trained["runs"]:
+        mine = models / run.name
+        assert {p.name for p in mine.iterdir()} == {"fold0", "fold1", *kaggle.RUN_FILES}
+        for fold in ("fold0", "fold1"):
+            names = {p.name for p in (mine / fold).iterdir()}
+            assert {
+                "kit_model.safetensors",
+                "kit_config.json",
+                "config.json",
+                "tokenizer.json",
+                "oof.csv",
+                "history.json",
+            } <= names
+            assert json.loads((mine / fold / "kit_config.json").read_text()) == json.loads(
+                (run / fold / "kit_config.json").read_text()
+            )
+    blend = json.loads((models / "blend.json").read_text())
+    assert blend["runs"] == [r.name for r in trained["runs"]] and blend["weights"] == [0.7, 0.3]
+    assert not (Path(bundles["single"]["models"]["path"]) / "blend.json").exists()
+
+
+def test_fp16_weights_are_half_the_size_and_predict_the_same(bundles, trained, tmp_path):
+    info = bundles["blend"]["models"]
+    assert info["weights_bytes"] < 0.6 * info["source_weights_bytes"]
+    assert 0 < info["max_diff"] <= 1e-3  # rounded, yet within the tolerance
+    fold = Path(info["path"]) / "bert-attn" / "fold0"
+    floats = [
+        t for t in load_file(str(fold / "kit_model.safetensors")).values() if t.is_floating_point()
+    ]
+    assert floats and all(str(t.dtype) == "torch.float16" for t in floats)
+    texts = ["the cat sat on a mat", "epistemological frameworks necessitate rigorous scrutiny"]
+    bundled = [Path(info["path"]) / r.name for r in trained["runs"]]
+    a = predict(trained["runs"], texts, [0.7, 0.3], progress=False)
+    b = predict(bundled, texts, [0.7, 0.3], progress=False)
+    assert np.abs(a - b).max() <= 1e-3
+
+
+def test_fp16_check_can_fail_and_fp32_copies_exactly(trained, tmp_path):
+    src = trained["runs"][0] / "fold0"
+    with pytest.raises(BundleError, match="--fp32"):
+        kaggle.export_fold(src, tmp_path / "strict", half=True, tol=0.0)
+    assert kaggle.export_fold(src, tmp_path / "fp32", half=False, tol=0.0) == 0.0
+    w = "kit_model.safetensors"
+    assert (tmp_path / "fp32" / w).read_bytes() == (src / w).read_bytes()
+
+
+def test_no_training_state_is_bundled(trained, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(trained["runs"][0], run)
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"):
+        (run / "fold0" / name).write_bytes(b"0" * 100)
+    out = build([run], OWNER, tmp_path / "b", notebooks=[], wheel=False)
+    fold = Path(out["models"]["path"]) / "run" / "fold0"
+    assert {p.name for p in fold.iterdir()} == {
+        p.name for p in (trained["runs"][0] / "fold0").iterdir()
+    }
+    assert not [
+        p for p in Path(out["models"]["path"]).rglob("*") if kaggle.NOT_FOR_INFERENCE.search(p.name)
+    ]
+
+
+def test_blend_must_cover_weighted_runs(trained, tmp_path):
+    with pytest.raises(BundleError, match="bert-mean.*not in --runs"):
+        build(
+            trained["runs"][:1],
+            OWNER,
+            tmp_path / "b",
+            blend=trained["blend"],
+            notebooks=[],
+            wheel=False,
+        )
+    zero = tmp_path / "zero.json"
+    zero.write_text(json.dumps({"runs": ["bert-attn", "bert-mean"], "weights": [1.0, 0.0]}))
+    out = build(trained["runs"][:1], OWNER, tmp_path / "c", blend=zero, notebooks=[], wheel=False)
+    blend = json.loads((Path(out["models"]["path"]) / "blend.json").read_text())
+    assert blend["runs"] == ["bert-attn"] and blend["weights"] == [1.0]
+
+
+def test_same_run_names_are_refused(trained, tmp_path):
+    other = tmp_path / "elsewhere" / "bert-attn"
+    shutil.copytree(trained["runs"][0], other)
+    with pytest.raises(BundleError, match="must differ"):
+        build([trained["runs"][0], other], OWNER, tmp_path / "b", notebooks=[], wheel=False)
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def test_injected_parameters_follow_the_parameters_cell():
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# t"),
+            nbformat.v4.new_code_cell("a = 1\nruns = ['x']", metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell("print(a)"),
+        ]
+    )
+    nb = json.loads(nbformat.writes(nb))
+    once = inject_parameters(nb, {"a": 2, "runs": ["r1", "r2"]})
+    twice = inject_parameters(once, {"a": 3, "runs": []})
+    for out, want in ((once, {"a": 2, "runs": ["r1", "r2"]}), (twice, {"a": 3, "runs": []})):
+        tags = [c["metadata"].get("tags", []) for c in out["cells"]]
+        assert tags == [[], ["parameters"], ["injected-parameters"], []]
+        ns: dict = {}
+        for cell in out["cells"][1:3]:
+            exec("".join(cell["source"]), ns)
+        assert {k: ns[k] for k in want} == want
+    nbformat.validate(nbformat.from_dict(twice))
+    assert len(nb["cells"]) == 3  # the input is left alone
+    with pytest.raises(BundleError, match="parameters"):
+        inject_parameters({"cells": [nb["cells"][0]]}, {"a": 1})
+
+
+def test_kernels_metadata_and_parameters(bundles):
+    slugify = pytest.importorskip("slugify").slugify
+    kernels = {k["role"]: k for k in bundles["blend"]["kernels"]}
+    assert list(kernels) == ["eda", "train", "ensemble", "submission"]
+    code_ref, models_ref = f"{OWNER}/commonlit-kit-code", f"{OWNER}/commonlit-kit-models"
+    for role, k in kernels.items():
+        folder = Path(k["path"])
+        assert folder.name == f"commonlit-kit-{role}"
+        meta = json.loads((folder / "kernel-metadata.json").read_text())
+        assert meta["id"] == f"{OWNER}/commonlit-kit-{role}"
+        assert slugify(meta["title"]) == folder.name  # else `kernels push` refuses the title
+        assert (folder / meta["code_file"]).is_file() and meta["code_file"].endswith(".ipynb")
+        assert (meta["language"], meta["kernel_type"], meta["machine_shape"]) == (
+            "python",
+            "notebook",
+            "NvidiaTeslaT4",
+        )
+        assert meta["is_private"] is True and meta["enable_gpu"] is True
+        assert meta["competition_sources"] == ["commonlitreadabilityprize"]
+        assert meta["enable_internet"] is (role == "train")
+        want = [code_ref, models_ref] if role in ("ensemble", "submission") else [code_ref]
+        assert meta["dataset_sources"] == want and meta["kernel_sources"] == []
+        nb = json.loads((folder / meta["code_file"]).read_text())
+        injected = [
+            c for c in nb["cells"] if "injected-parameters" in c["metadata"].get("tags", [])
+        ]
+        assert len(injected) == 1
+        ns: dict = {}
+        exec("".join(injected[0]["source"]), ns)
+        ns.pop("__builtins__")
+        assert ns == k["parameters"]
+    assert kernels["submission"]["parameters"] == {
+        "kit_dataset": "commonlit-kit-code",
+        "models_dataset": "commonlit-kit-models",
+        "runs": ["bert-attn", "bert-mean"],
+        "blend_json": "blend.json",
+        "data_dir": "",
+        "out_dir": "",
+    }
+    assert kernels["ensemble"]["parameters"] == {
+        "kit_dataset": "commonlit-kit-code",
+        "runs": ["bert-attn", "bert-mean"],
+    }
+    assert (
+        kernels["train"]["parameters"]
+        == kernels["eda"]["parameters"]
+        == {"kit_dataset": "commonlit-kit-code"}
+    )
+    single = {k["role"]: k for k in bundles["single"]["kernels"]}["submission"]["parameters"]
+    assert single["runs"] == ["bert-attn"] and single["blend_json"] == ""
+
+
+def test_kernel_sources_replace_the_models_dataset(trained, tmp_path):
+    nbs = fake_notebooks(tmp_path / "nbs")
+    out = build(
+        ["bert-attn"],
+        OWNER,
+        tmp_path / "b",
+        kernel_sources=f"{OWNER}/kit-train-run",
+        notebooks=nbs,
+        wheel=False,
+    )
+    assert out["models"] is None and not (tmp_path / "b" / "commonlit-kit-models").exists()
+    sub = {k["role"]: k for k in out["kernels"]}["submission"]
+    meta = json.loads((Path(sub["path"]) / "kernel-metadata.json").read_text())
+    assert meta["kernel_sources"] == [f"{OWNER}/kit-train-run"]
+    assert meta["dataset_sources"] == [f"{OWNER}/commonlit-kit-code"]
+    assert sub["parameters"]["models_dataset"] == "kit-train-run"
+    with pytest.raises(BundleError, match="OWNER/KERNEL"):
+        build(["r"], OWNER, tmp_path / "c", kernel_sources="nokernel", notebooks=nbs)
+
+
+def test_missing_notebook_or_parameter_is_a_clear_error(trained, tmp_path, capsys):
+    nbs = fake_notebooks(tmp_path / "nbs")
+    nbs[0].unlink()
+    fake_notebook(nbs[3], ("kit_dataset", "runs"))  # lacks models_dataset, blend_json, ...
+    argv = [
+        "build",
+        "--runs",
+        str(trained["runs"][0]),
+        "--owner",
+        OWNER,
+        "--out",
+        str(tmp_path / "b"),
+        "--no-wheel",
+        "--push",
+        "--notebooks",
+        *map(str, nbs),
+    ]
+    assert main(argv, runner=_no_network) == 2
+    err = capsys.readouterr().err
+    assert f"notebook {nbs[0]} not found: kernel commonlit-kit-eda skipped" in err
+    assert "does not declare models_dataset, blend_json, data_dir, out_dir" in err
+    assert "not pushing" in err
+    built = sorted(p.name for p in (tmp_path / "b" / "kernels").iterdir())
+    assert built == ["commonlit-kit-ensemble", "commonlit-kit-train"]
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def _no_network(*a, **k):
+    raise AssertionError(f"network call without --push: {a}")
+
+
+def test_commands_printed_in_order_and_nothing_runs_without_push(trained, tmp_path, capsys):
+    nbs = fake_notebooks(tmp_path / "nbs")
+    out = tmp_path / "b"
+    argv = [
+        "build",
+        "--runs",
+        *map(str, trained["runs"]),
+        "--blend",
+        str(trained["blend"]),
+        "--owner",
+        OWNER,
+        "--out",
+        str(out),
+        "--no-wheel",
+        "--notebooks",
+        *map(str, nbs),
+    ]
+    assert main(argv, runner=_no_network) == 0
+    lines = [ln.strip() for ln in capsys.readouterr().out.splitlines()]
+    steps = [m.group(1) for m in map(re.compile(r"^\d+\. (.*)").match, lines) if m]
+    assert steps == [
+        f"kaggle datasets create -p {out}/commonlit-kit-code --dir-mode zip",
+        f"kaggle datasets create -p {out}/commonlit-kit-models --dir-mode zip",
+        *[
+            f"kaggle kernels push -p {out}/kernels/commonlit-kit-{r}"
+            for r in ("eda", "train", "ensemble", "submission")
+        ],
+        "kaggle competitions submit commonlitreadabilityprize -k kituser/commonlit-kit-submission "
+        "-v N -m 'commonlit-kit 0.1.0'",
+    ]
+    version = f"kaggle datasets version -p {out}/commonlit-kit-code -m 'commonlit-kit 0.1.0' --dir-mode zip"
+    assert any(version in ln for ln in lines)
+    assert any("fp16" in ln and "models dataset" in ln for ln in lines)
+
+
+def test_push_creates_or_versions_then_pushes(trained, tmp_path, capsys):
+    calls = []
+
+    class Done:
+        def __init__(self, rc, out=""):
+            self.returncode, self.stdout, self.stderr = rc, out, ""
+
+    def runner(argv, **kw):
+        args = argv[argv.index("kaggle") + 1 :] if "kaggle" in argv else argv
+        calls.append(args[:2] + ([args[2]] if args[:2] == ["datasets", "status"] else []))
+        if args[:2] == ["datasets", "status"]:
+            exists = "commonlit-kit-code" in args[2]  # the code dataset exists, models not yet
+            seen = sum(c[:2] == ["datasets", "status"] and c[2] == args[2] for c in calls)
+            return Done(0, "ready") if exists or seen > 1 else Done(1, "404 Not Found")
+        return Done(0, "ok")
+
+    nbs = fake_notebooks(tmp_path / "nbs")[3:]
+    argv = [
+        "build",
+        "--runs",
+        str(trained["runs"][0]),
+        "--owner",
+        OWNER,
+        "--out",
+        str(tmp_path / "b"),
+        "--no-wheel",
+        "--push",
+        "--notebooks",
+        *map(str, nbs),
+    ]
+    assert main(argv, runner=runner) == 0
+    code, models = f"{OWNER}/commonlit-kit-code", f"{OWNER}/commonlit-kit-models"
+    assert calls == [
+        ["datasets", "status", code],
+        ["datasets", "version"],
+        ["datasets", "status", code],
+        ["datasets", "status", models],
+        ["datasets", "create"],
+        ["datasets", "status", models],
+        ["kernels", "push"],
+    ]
+
+
+# ----------------------------------------------------------------------------- the proof
+
+
+def _kernel_env(tmp: Path) -> tuple[Path, dict, list]:
+    """An interpreter that sees the third-party packages of this one but neither the kit (installed
+    editable here) nor pip, a Jupyter kernelspec for it, and a clean environment for the kernel."""
+    import site
+
+    venv = tmp / "kenv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    target = Path(
+        subprocess.check_output(
+            [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+        ).strip()
+    )
+    hidden = ("pip", "utils", "commonlit_kit", "__editable__", "_distutils_hack", "sitecustomize")
+    for sp in site.getsitepackages():
+        for entry in Path(sp).iterdir():
+            if (
+                entry.name.startswith(hidden)
+                or entry.suffix == ".pth"
+                or (target / entry.name).exists()
+            ):
+                continue
+            (target / entry.name).symlink_to(entry)
+    spec = tmp / "jupyter" / "kernels" / "kit-offline"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [str(py), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "kit offline",
+                "language": "python",
+            }
+        )
+    )
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
+    env.update(
+        JUPYTER_PATH=str(tmp / "jupyter"),
+        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+        IPYTHONDIR=str(tmp / "ipython"),
+        MPLCONFIGDIR=str(tmp / "mpl"),
+        MPLBACKEND="Agg",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        KAGGLE_KERNEL_RUN_TYPE="Batch",
+    )
+    # Network denied: a private network namespace with only loopback (Jupyter's kernel talks over
+    # 127.0.0.1), else a guard in the kernel's interpreter that refuses any other connection.
+    if (
+        shutil.which("unshare")
+        and shutil.which("ip")
+        and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+    ):
+        prefix = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"']
+    else:
+        prefix = []
+        (target / "sitecustomize.py").write_text(SOCKET_GUARD)
+    return py, env, prefix
+
+
+SOCKET_GUARD = """\
+import ipaddress, socket
+_connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
+def _check(address):
+    host = address[0] if isinstance(address, tuple) else None
+    if host is not None and host != "localhost" and not ipaddress.ip_address(host).is_loopback:
+        raise OSError(f"network denied: {address}")
+socket.socket.connect = lambda self, a: (_check(a), _connect(self, a))[1]
+socket.socket.connect_ex = lambda self, a: (_check(a), _connect_ex(self, a))[1]
+"""
+
+PROBE = """\
+import importlib.util, socket
+print("utils:", importlib.util.find_spec("utils"), "| pip:", importlib.util.find_spec("pip"))
+try:
+    socket.create_connection(("1.1.1.1", 443), timeout=3)
+    print("network: open")
+except OSError as e:
+    print("network: denied", e)
+"""
+
+
+def _input_tree(root: Path, layout: str, bundle: dict, test_csv: Path) -> None:
+    """The bundle's datasets and the competition data as Kaggle mounts them."""
+    owner = bundle["owner"]
+    comp = "commonlitreadabilityprize"
+    comp_dir = root / comp if layout == "old" else root / "competitions" / comp
+    comp_dir.mkdir(parents=True)
+    shutil.copy2(test_csv, comp_dir / "test.csv")
+    for key in ("code", "models"):
+        src = Path(bundle[key]["path"])
+        dst = root / src.name if layout == "old" else root / "datasets" / owner / src.name
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("dataset-metadata.json"))
+
+
+@pytest.mark.parametrize("layout,which", [("old", "blend"), ("new", "single")])
+def test_submission_kernel_runs_offline(layout, which, trained, tmp_path):
+    sub_nb = submission_notebook(tmp_path)
+    out = build(
+        trained["runs"] if which == "blend" else trained["runs"][:1],
+        OWNER,
+        tmp_path / "bundle",
+        blend=trained["blend"] if which == "blend" else None,
+        notebooks=[sub_nb],
+        wheel=False,
+    )
+    kernel = Path(out["kernels"][0]["path"])
+    notebook = kernel / json.loads((kernel / "kernel-metadata.json").read_text())["code_file"]
+    inp, work, cwd = tmp_path / "input", tmp_path / "working", tmp_path / "cwd"
+    _input_tree(inp, layout, out, trained["test"])
+    work.mkdir()
+    cwd.mkdir()
+    py, env, prefix = _kernel_env(tmp_path / "k")
+    env.update(KAGGLE_INPUT_ROOT=str(inp), KAGGLE_WORKING_ROOT=str(work))
+
+    probe = subprocess.run(
+        [*prefix, str(py), "-c", PROBE],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "utils: None | pip: None" in probe.stdout, probe.stdout + probe.stderr
+    assert "network: denied" in probe.stdout, probe.stdout + probe.stderr
+
+    executed = tmp_path / "executed.ipynb"
+    cmd = [
+        *prefix,
+        sys.executable,
+        "-m",
+        "papermill",
+        str(notebook),
+        str(executed),
+        "-k",
+        "kit-offline",
+        "--cwd",
+        str(cwd),
+        "--no-progress-bar",
+    ]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+
+    nb = json.loads(executed.read_text())
+    printed = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+    code_dir = (
+        inp / "commonlit-kit-code"
+        if layout == "old"
+        else inp / "datasets" / OWNER / "commonlit-kit-code"
+    )
+    assert f"from {code_dir / 'utils'}" in printed  # the kit came from the attached dataset
+    sub = pd.read_csv(work / "submission.csv", dtype={"id": str})
+    test = pd.read_csv(trained["test"], dtype={"id": str})
+    assert list(sub.columns) == ["id", "target"] and sub.id.tolist() == test.id.tolist()
+    assert np.isfinite(sub.target).all()
+    runs = [Path(out["models"]["path"]) / r for r in out["models"]["runs"]]
+    weights = [0.7, 0.3] if which == "blend" else None
+    want = predict(runs, test.excerpt.tolist(), weights, progress=False)
+    assert np.abs(sub.target.to_numpy() - want).max() < 1e-4

@@ -1,0 +1,706 @@
+"""Bundle trained runs for Kaggle: the kit and the weights as datasets, the notebooks as kernels.
+
+    python -m utils.kaggle build --runs runs/rb-attn runs/rl-attn --owner me --out bundle \
+        --blend blend.json            # prints the upload, push and submit commands, in order
+    python -m utils.kaggle build ... --push   # also uploads the datasets and pushes the kernels
+
+Writes (each folder atomically):
+    OUT/<name>-code/     the `utils` package, a wheel of the project, dataset-metadata.json
+    OUT/<name>-models/   per run: fold*/ (fp16 weights by default, configs, tokenizer), oof.csv,
+                         folds.csv, metrics.json, config.json; blend.json; dataset-metadata.json
+    OUT/kernels/<name>-<eda|train|ensemble|submission>/   notebook + kernel-metadata.json
+Nothing touches the network without --push; `kaggle` is imported by nobody here (it
+authenticates at import time): --push runs the kaggle CLI in a subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import importlib.util
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import __version__
+from .env import COMPETITION
+from .files import atomic_dir, write_json
+
+ROOT = Path(__file__).resolve().parents[1]  # the project (pyproject.toml), when run from a checkout
+NOTEBOOKS = tuple(
+    ROOT / "notebooks" / f
+    for f in ("01_eda.ipynb", "02_train.ipynb", "03_ensemble.ipynb", "04_submission.ipynb")
+)
+MACHINE_SHAPE = "NvidiaTeslaT4"
+# "other" is always accepted by Kaggle; the kit's own license (MIT) travels as LICENSE.
+DEFAULT_LICENSE = "other"
+FP16_TOL = 1e-3  # max |fp16 - fp32| prediction difference a bundle may have
+# A few texts to compare fp16 and fp32 weights on (any text works: only the difference matters).
+CHECK_TEXTS = (
+    "The cat sat on the mat while the dog ran home.",
+    "Notwithstanding the aforementioned considerations, the committee deliberated extensively.",
+    "Photosynthesis converts luminous energy into chemical bonds.",
+)
+# Files of a fold folder that inference never needs (training state), never bundled.
+NOT_FOR_INFERENCE = re.compile(
+    r"^(optimizer|scheduler|scaler|rng_state|trainer_state|training_args)|\.(pt|pth|ckpt|bin)$"
+)
+RUN_FILES = ("config.json", "oof.csv", "folds.csv", "metrics.json")
+SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+# What each notebook becomes, by its name without the number: the parameters injected
+# (required: the notebook's parameters cell must declare them; optional: injected when declared),
+# whether it reads the models dataset, and whether the kernel may use the internet.
+ROLES = {
+    "eda": dict(required=("kit_dataset",), optional=(), models=False, internet=False),
+    # Training fetches a hub backbone, so its kernel may use the internet.
+    "train": dict(required=("kit_dataset",), optional=(), models=False, internet=True),
+    "ensemble": dict(
+        required=("kit_dataset", "runs"), optional=("models_dataset",), models=True, internet=False
+    ),
+    # The inference kernel of a code competition must run with the internet off.
+    "submission": dict(
+        required=("kit_dataset", "models_dataset", "runs", "blend_json", "data_dir", "out_dir"),
+        optional=(),
+        models=True,
+        internet=False,
+    ),
+}
+
+
+class BundleError(ValueError):
+    """A bundle that cannot be built as asked; the message says what to change."""
+
+
+# ----------------------------------------------------------------------------- names
+
+
+def check_slug(slug: str, what: str, lo: int = 6, hi: int = 50) -> str:
+    """A Kaggle slug: lowercase letters, digits and single hyphens, lo..hi characters."""
+    if not SLUG.match(slug or ""):
+        raise BundleError(f"{what} slug {slug!r} must be lowercase letters, digits and hyphens")
+    if not lo <= len(slug) <= hi:
+        raise BundleError(
+            f"{what} slug {slug!r} has {len(slug)} characters; Kaggle needs {lo}-{hi}"
+        )
+    return slug
+
+
+def title_of(slug: str, what: str = "dataset") -> str:
+    """'commonlit-kit-code' -> 'Commonlit Kit Code' (Kaggle slugifies a kernel title back to its slug)."""
+    title = " ".join(w.capitalize() for w in slug.split("-"))
+    if not 6 <= len(title) <= 50:
+        raise BundleError(f"{what} title {title!r} has {len(title)} characters; Kaggle needs 6-50")
+    return title
+
+
+def check_owner(owner: str) -> str:
+    """A Kaggle user name (the OWNER in OWNER/slug)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", owner or ""):
+        raise BundleError(f"owner {owner!r} is not a Kaggle user name (letters, digits, - and _)")
+    return owner
+
+
+def kernel_role(notebook) -> str:
+    """'04_submission.ipynb' -> 'submission': the notebook's kind (a key of ROLES), its kernel suffix."""
+    suffix = re.sub(r"^\d+[_-]", "", Path(notebook).stem).replace("_", "-").lower()
+    if suffix not in ROLES:
+        raise BundleError(
+            f"notebook {Path(notebook).name}: unknown kind {suffix!r}; "
+            f"expected a name ending in one of {', '.join(ROLES)}"
+        )
+    return suffix
+
+
+def dataset_metadata(owner: str, slug: str, license_name: str = DEFAULT_LICENSE) -> dict:
+    """dataset-metadata.json content: id, title (6-50 characters) and exactly one license."""
+    check_slug(slug, "dataset")
+    return {
+        "title": title_of(slug),
+        "id": f"{check_owner(owner)}/{slug}",
+        "licenses": [{"name": license_name}],
+    }
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+# ----------------------------------------------------------------------------- code dataset
+
+
+def build_wheel(dest: Path, root: Path = ROOT) -> Path:
+    """A py3-none-any wheel of the project at `root`, built offline from a clean copy."""
+    if not (root / "pyproject.toml").is_file():
+        raise BundleError(f"cannot build a wheel: no pyproject.toml in {root}; use --no-wheel")
+    with tempfile.TemporaryDirectory(prefix="kit-wheel-") as tmp:
+        src, out = Path(tmp) / "src", Path(tmp) / "out"
+        src.mkdir()
+        # A copy, so the build leaves no build/ or egg-info in the checkout other agents share.
+        for p in root.iterdir():
+            if p.is_file() and p.name.split(".")[0] in (
+                "pyproject",
+                "setup",
+                "README",
+                "LICENSE",
+                "MANIFEST",
+            ):
+                shutil.copy2(p, src / p.name)
+        shutil.copytree(
+            root / "utils",
+            src / "utils",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"),
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(src),
+        ]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = sorted(out.glob("*.whl"))
+        if res.returncode != 0 or not wheels:
+            detail = (res.stderr or res.stdout).strip().splitlines()[-3:]
+            raise BundleError(f"building the wheel failed ({' | '.join(detail)}); use --no-wheel")
+        target = dest / wheels[0].name
+        shutil.copy2(wheels[0], target)
+        return target
+
+
+def build_code(
+    dest: Path, owner: str, slug: str, wheel: bool = True, license_name: str = DEFAULT_LICENSE
+) -> dict:
+    """OUT/<code slug>/: utils/ (importable from the dataset folder), a wheel, metadata."""
+    meta = dataset_metadata(owner, slug, license_name)
+    pkg = Path(__file__).resolve().parent
+    with atomic_dir(dest) as tmp:
+        shutil.copytree(
+            pkg, tmp / "utils", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
+        )
+        if (pkg.parent / "LICENSE").is_file():
+            shutil.copy2(pkg.parent / "LICENSE", tmp / "LICENSE")
+        whl = build_wheel(tmp, pkg.parent).name if wheel else None
+        write_json(tmp / "dataset-metadata.json", meta)
+    return {"path": str(dest), "id": meta["id"], "wheel": whl, "bytes": _size(dest)}
+
+
+# ----------------------------------------------------------------------------- models dataset
+
+
+def _fold_predictions(folder: Path):
+    import torch
+
+    from .model import KIT_CONFIG, TextModel
+    from .predict import predict_model
+
+    model, tok = TextModel.load(folder)
+    max_len = json.loads((folder / KIT_CONFIG).read_text()).get("train", {}).get("max_len", 256)
+    with torch.no_grad():
+        p = predict_model(model, tok, list(CHECK_TEXTS), max_len, precision="fp32", progress=False)
+    return p
+
+
+def export_fold(src: Path, dst: Path, half: bool = True, tol: float = FP16_TOL) -> float:
+    """Copy one fold's inference files to `dst` (weights in fp16 when `half`); returns the largest
+    |prediction difference| against the source on CHECK_TEXTS, and fails above `tol`."""
+    import numpy as np
+
+    from .model import KIT_CONFIG, WEIGHTS, TextModel, check_model_dir
+
+    check_model_dir(src)
+    dst.mkdir(parents=True)
+    for p in sorted(src.iterdir()):
+        if (
+            p.is_file()
+            and p.name != WEIGHTS
+            and not p.name.startswith(".")
+            and not NOT_FOR_INFERENCE.search(p.name)
+        ):
+            shutil.copy2(p, dst / p.name)
+    if half:
+        model, tok = TextModel.load(src)
+        extra = {
+            k: v for k, v in json.loads((src / KIT_CONFIG).read_text()).items() if k != "model"
+        }
+        with tempfile.TemporaryDirectory(prefix="fp16-", dir=dst.parent) as tmp:
+            model.save(tmp, tok, extra=extra, half=True)
+            shutil.move(str(Path(tmp) / WEIGHTS), dst / WEIGHTS)
+        del model
+    else:
+        shutil.copy2(src / WEIGHTS, dst / WEIGHTS)
+    # The bundled folder must load on its own and predict like the trained one.
+    diff = float(np.max(np.abs(_fold_predictions(dst) - _fold_predictions(src))))
+    if not diff <= tol:
+        raise BundleError(
+            f"{src}: {'fp16' if half else 'copied'} weights change predictions by {diff:.2e} "
+            f"(> {tol:g}); bundle this run with --fp32"
+        )
+    return diff
+
+
+def read_blend(path, names) -> dict:
+    """blend.json restricted to the bundled runs; a run with a non-zero weight must be bundled."""
+    from .predict import load_blend, normalize_weights
+
+    blend = json.loads(Path(path).read_text())
+    if not {"runs", "weights"} <= set(blend):
+        raise BundleError(
+            f"{path}: expected {{'runs': [...], 'weights': [...]}}, found {sorted(blend)}"
+        )
+    left_out = [r for r, w in zip(blend["runs"], blend["weights"]) if r not in names and w != 0]
+    if left_out:
+        raise BundleError(
+            f"{path} gives weight to run(s) {', '.join(left_out)} that are not in "
+            f"--runs ({', '.join(names)}); bundle them too"
+        )
+    try:
+        weights = load_blend(path, names)
+        normalize_weights(weights, len(names))
+    except ValueError as e:
+        raise BundleError(str(e)) from None
+    return {**blend, "runs": list(names), "weights": [float(w) for w in weights]}
+
+
+def build_models(
+    dest: Path,
+    owner: str,
+    slug: str,
+    runs,
+    blend=None,
+    half: bool = True,
+    license_name: str = DEFAULT_LICENSE,
+    tol: float = FP16_TOL,
+) -> dict:
+    """OUT/<models slug>/: each run's finished folds and summaries, blend.json, metadata."""
+    from .predict import fold_dirs
+
+    meta = dataset_metadata(owner, slug, license_name)
+    runs = [Path(r) for r in runs]
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise BundleError(f"run folder names must differ (they become folders): {names}")
+    blend_obj = read_blend(blend, names) if blend else None
+    info = {
+        "path": str(dest),
+        "id": meta["id"],
+        "runs": names,
+        "max_diff": 0.0,
+        "weights_bytes": 0,
+        "source_weights_bytes": 0,
+    }
+    with atomic_dir(dest) as tmp:
+        for run in runs:
+            for fold in fold_dirs(run):
+                d = export_fold(fold, tmp / run.name / fold.name, half, tol)
+                info["max_diff"] = max(info["max_diff"], d)
+                info["source_weights_bytes"] += (fold / "kit_model.safetensors").stat().st_size
+                info["weights_bytes"] += (
+                    (tmp / run.name / fold.name / "kit_model.safetensors").stat().st_size
+                )
+            for f in RUN_FILES:
+                if (run / f).is_file():
+                    shutil.copy2(run / f, tmp / run.name / f)
+        if blend_obj is not None:
+            write_json(tmp / "blend.json", blend_obj)
+        write_json(tmp / "dataset-metadata.json", meta)
+    info["bytes"] = _size(dest)
+    return info
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def _tags(cell) -> list:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def declared_parameters(nb: dict) -> list:
+    """Names assigned in the notebook's cell tagged 'parameters'."""
+    cells = [c for c in nb.get("cells", []) if "parameters" in _tags(c)]
+    if not cells:
+        raise BundleError("has no cell tagged 'parameters'")
+    text = _source(cells[0])
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return re.findall(r"^(\w+)\s*(?::[^=]*)?=", text, flags=re.M)
+    names = []
+    for node in tree.body:
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else ([node.target] if isinstance(node, ast.AnnAssign) else [])
+        )
+        names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
+def inject_parameters(nb: dict, params: dict) -> dict:
+    """A copy of `nb` with a cell tagged 'injected-parameters' right after the 'parameters' cell
+    (papermill's convention; an earlier injected cell is replaced)."""
+    nb = copy.deepcopy(nb)
+    cells = [c for c in nb["cells"] if "injected-parameters" not in _tags(c)]
+    at = next((i for i, c in enumerate(cells) if "parameters" in _tags(c)), None)
+    if at is None:
+        raise BundleError("has no cell tagged 'parameters'")
+    lines = ["# Parameters\n"] + [f"{k} = {v!r}\n" for k, v in params.items()]
+    lines[-1] = lines[-1].rstrip("\n")
+    cell = {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": {"tags": ["injected-parameters"]},
+        "outputs": [],
+        "source": lines,
+    }
+    if nb.get("nbformat", 4) > 4 or nb.get("nbformat_minor", 0) >= 5:
+        cell["id"] = "injected-parameters"
+    cells.insert(at + 1, cell)
+    nb["cells"] = cells
+    return nb
+
+
+def kernel_metadata(
+    owner: str, slug: str, code_file: str, internet: bool, datasets, kernels=()
+) -> dict:
+    """kernel-metadata.json content for a private GPU notebook kernel of the competition."""
+    check_slug(slug, "kernel", lo=5)
+    return {
+        "id": f"{check_owner(owner)}/{slug}",
+        "title": title_of(slug, "kernel"),
+        "code_file": code_file,
+        "language": "python",
+        "kernel_type": "notebook",
+        "is_private": True,
+        "enable_gpu": True,
+        "enable_tpu": False,
+        "enable_internet": internet,
+        "machine_shape": MACHINE_SHAPE,
+        "dataset_sources": list(datasets),
+        "competition_sources": [COMPETITION],
+        "kernel_sources": list(kernels),
+        "model_sources": [],
+    }
+
+
+def build_kernel(
+    dest: Path, notebook: Path, owner: str, slug: str, role: str, values: dict, datasets, kernels=()
+) -> dict:
+    """OUT/kernels/<slug>/: the notebook with its injected parameters + kernel-metadata.json."""
+    spec = ROLES[role]
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    try:
+        declared = declared_parameters(nb)
+    except BundleError as e:
+        raise BundleError(f"notebook {notebook} {e}") from None
+    missing = [k for k in spec["required"] if k not in declared]
+    if missing:
+        raise BundleError(
+            f"notebook {notebook}: its parameters cell does not declare "
+            f"{', '.join(missing)} (declares: {', '.join(declared) or 'nothing'})"
+        )
+    params = {
+        k: values[k]
+        for k in (*spec["required"], *spec["optional"])
+        if k in declared and k in values
+    }
+    meta = kernel_metadata(owner, slug, Path(notebook).name, spec["internet"], datasets, kernels)
+    with atomic_dir(dest) as tmp:
+        text = json.dumps(inject_parameters(nb, params), indent=1, ensure_ascii=False) + "\n"
+        (tmp / Path(notebook).name).write_text(text, encoding="utf-8")
+        write_json(tmp / "kernel-metadata.json", meta)
+    return {
+        "path": str(dest),
+        "id": meta["id"],
+        "role": role,
+        "parameters": params,
+        "internet": spec["internet"],
+    }
+
+
+# ----------------------------------------------------------------------------- the bundle
+
+
+def build(
+    runs,
+    owner: str,
+    out,
+    name: str = "commonlit-kit",
+    blend=None,
+    half: bool = True,
+    kernel_sources=None,
+    notebooks=NOTEBOOKS,
+    wheel: bool = True,
+    license_name: str = DEFAULT_LICENSE,
+    tol: float = FP16_TOL,
+) -> dict:
+    """Write the code dataset, the models dataset and one kernel per notebook under `out`.
+
+    A missing notebook is reported in result['errors'] and its kernel skipped; the rest is built.
+    With `kernel_sources` (OWNER/KERNEL of a training kernel) the kernels read the runs from that
+    kernel's output and no models dataset is built; `runs` are then just the run names.
+    """
+    out = Path(out)
+    check_owner(owner)
+    code_slug = check_slug(f"{name}-code", "code dataset")
+    models_slug = check_slug(f"{name}-models", "models dataset")
+    names = [Path(r).name for r in runs]
+    if not names:
+        raise BundleError("give at least one run folder with --runs")
+    kernels = []
+    if kernel_sources:
+        parts = kernel_sources.split("/")
+        if len(parts) != 2 or not all(parts):
+            raise BundleError(f"--kernel-sources {kernel_sources!r}: expected OWNER/KERNEL")
+        kernels = [kernel_sources]
+        models_slug = check_slug(parts[1], "source kernel", lo=5)
+    # Fail on names before any slow work.
+    kernel_plan = []
+    for nb in notebooks:
+        role = kernel_role(nb)
+        kernel_plan.append((Path(nb), check_slug(f"{name}-{role}", "kernel", lo=5), role))
+
+    result = {"owner": owner, "code": None, "models": None, "kernels": [], "errors": []}
+    result["code"] = build_code(out / code_slug, owner, code_slug, wheel, license_name)
+    if not kernel_sources:
+        result["models"] = build_models(
+            out / models_slug, owner, models_slug, runs, blend, half, license_name, tol
+        )
+    # blend_json is relative to the models folder: our blend.json, or (kernel output) its name there.
+    blend_json = "" if not blend else Path(blend).name if kernel_sources else "blend.json"
+    values = {
+        "kit_dataset": code_slug,
+        "models_dataset": models_slug,
+        "runs": names,
+        "blend_json": blend_json,
+        "data_dir": "",
+        "out_dir": "",
+    }
+    for nb, slug, role in kernel_plan:
+        if not nb.is_file():
+            result["errors"].append(f"notebook {nb} not found: kernel {slug} skipped")
+            continue
+        datasets = [f"{owner}/{code_slug}"]
+        if ROLES[role]["models"] and not kernel_sources:
+            datasets.append(f"{owner}/{models_slug}")
+        ks = kernels if ROLES[role]["models"] else []
+        try:
+            result["kernels"].append(
+                build_kernel(out / "kernels" / slug, nb, owner, slug, role, values, datasets, ks)
+            )
+        except BundleError as e:
+            result["errors"].append(f"{e}: kernel {slug} skipped")
+    return result
+
+
+def _kaggle() -> list:
+    # The CLI of this interpreter when installed, else whatever `kaggle` is on PATH.
+    return [sys.executable, "-m", "kaggle"] if importlib.util.find_spec("kaggle") else ["kaggle"]
+
+
+def upload_commands(bundle: dict, message: str) -> list:
+    """[(what, argv)] in order: dataset uploads (create; 'version' when it exists), kernel pushes."""
+    steps = []
+    for key in ("code", "models"):
+        if bundle[key]:
+            p = bundle[key]["path"]
+            steps.append(
+                (
+                    "dataset",
+                    bundle[key]["id"],
+                    ["datasets", "create", "-p", p, "--dir-mode", "zip"],
+                    ["datasets", "version", "-p", p, "-m", message, "--dir-mode", "zip"],
+                )
+            )
+    for k in bundle["kernels"]:
+        steps.append(("kernel", k["id"], ["kernels", "push", "-p", k["path"]], None))
+    return steps
+
+
+def submit_command(bundle: dict, message: str):
+    """The code-competition submit argv, or None when no submission kernel was built."""
+    sub = [k for k in bundle["kernels"] if k["role"] == "submission"]
+    if not sub:
+        return None
+    return ["competitions", "submit", COMPETITION, "-k", sub[0]["id"], "-v", "N", "-m", message]
+
+
+def print_commands(bundle: dict, message: str, file=None) -> None:
+    """The exact kaggle CLI commands, in order, from upload to submit."""
+    file = file or sys.stdout
+
+    def show(argv):
+        return shlex.join(["kaggle", *argv])
+
+    n = 0
+    print("\nUpload, run and submit, in order (--push runs the upload and push steps):", file=file)
+    for _kind, ref, argv, again in upload_commands(bundle, message):
+        n += 1
+        print(f"{n:2d}. {show(argv)}", file=file)
+        if again:
+            print(f"    # once {ref} exists: {show(again)}", file=file)
+            print(f"    # then wait for: {show(['datasets', 'status', ref])}  ->  ready", file=file)
+    sub = submit_command(bundle, message)
+    if sub:
+        kid = sub[4]
+        print(
+            f"    # pushing a kernel runs it; wait for: {show(['kernels', 'status', kid])}",
+            file=file,
+        )
+        print(f"{n + 1:2d}. {show(sub)}", file=file)
+        print(
+            "    # N: the kernel version that `kernels push` printed (its page lists them)",
+            file=file,
+        )
+
+
+def push(
+    bundle: dict, message: str, runner=subprocess.run, wait_s: float = 600, poll_s: float = 15
+) -> None:
+    """Upload the datasets (create, or a new version when they exist), wait until Kaggle has
+    processed them, then push the kernels: the kaggle CLI in a subprocess (credentials needed)."""
+    cli = _kaggle()
+
+    def call(argv, check=True):
+        print("$", shlex.join(["kaggle", *argv]), flush=True)
+        res = runner([*cli, *argv], capture_output=True, text=True)
+        out = (res.stdout or "") + (res.stderr or "")
+        if out.strip():
+            print(out.strip(), flush=True)
+        if check and res.returncode != 0:
+            raise BundleError(f"`kaggle {' '.join(argv[:2])}` failed (exit {res.returncode})")
+        return res.returncode, out
+
+    for kind, ref, argv, again in upload_commands(bundle, message):
+        if kind == "dataset":
+            exists, _ = call(["datasets", "status", ref], check=False)
+            call(again if exists == 0 else argv)
+            deadline = time.monotonic() + wait_s
+            while True:
+                rc, out = call(["datasets", "status", ref], check=False)
+                if rc == 0 and "ready" in out.lower():
+                    break
+                if time.monotonic() > deadline:
+                    print(
+                        f"warning: {ref} not ready after {wait_s:.0f}s; pushing anyway", flush=True
+                    )
+                    break
+                time.sleep(poll_s)
+        else:
+            call(argv)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.1f} MB"
+
+
+def main(argv=None, runner=subprocess.run) -> int:
+    """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
+    p = argparse.ArgumentParser(prog="python -m utils.kaggle", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="write the datasets and kernels; print the kaggle commands")
+    b.add_argument("--runs", nargs="+", required=True, help="run folders (each with fold*/)")
+    b.add_argument("--owner", required=True, help="your Kaggle user name")
+    b.add_argument("--out", required=True, help="folder to write the bundle into")
+    b.add_argument("--name", default="commonlit-kit", help="slug prefix of datasets and kernels")
+    b.add_argument("--blend", help="blend.json (from the ensemble notebook); default equal weights")
+    b.add_argument(
+        "--fp32", action="store_true", help="keep fp32 weights (default: fp16, half size)"
+    )
+    b.add_argument(
+        "--kernel-sources",
+        metavar="OWNER/KERNEL",
+        help="read the runs from this training kernel's output, not a models dataset",
+    )
+    b.add_argument(
+        "--notebooks",
+        nargs="+",
+        default=[str(n) for n in NOTEBOOKS],
+        help="notebooks that become kernels",
+    )
+    b.add_argument(
+        "--fp16-tol",
+        type=float,
+        default=FP16_TOL,
+        help="largest |fp16 - fp32| prediction difference accepted",
+    )
+    b.add_argument("--no-wheel", action="store_true", help="skip the wheel in the code dataset")
+    b.add_argument("--license", default=DEFAULT_LICENSE, help="Kaggle license name of the datasets")
+    b.add_argument(
+        "--message",
+        default=f"commonlit-kit {__version__}",
+        help="version notes and submission message",
+    )
+    b.add_argument(
+        "--push",
+        action="store_true",
+        help="upload the datasets and push the kernels (needs Kaggle credentials)",
+    )
+    args = p.parse_args(argv)
+    try:
+        bundle = build(
+            args.runs,
+            args.owner,
+            args.out,
+            args.name,
+            args.blend,
+            not args.fp32,
+            args.kernel_sources,
+            [Path(n) for n in args.notebooks],
+            not args.no_wheel,
+            args.license,
+            args.fp16_tol,
+        )
+    except (BundleError, OSError) as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    code, models = bundle["code"], bundle["models"]
+    print(f"code dataset    {code['path']} ({_mb(code['bytes'])}, wheel: {code['wheel']})")
+    if models:
+        kind = "fp32" if args.fp32 else "fp16"
+        print(
+            f"models dataset  {models['path']} ({_mb(models['bytes'])}; weights {kind} "
+            f"{_mb(models['weights_bytes'])} from {_mb(models['source_weights_bytes'])}; "
+            f"max |diff| {models['max_diff']:.1e})"
+        )
+    for k in bundle["kernels"]:
+        net = "internet on" if k["internet"] else "internet off"
+        print(f"kernel          {k['path']} ({net})")
+    for err in bundle["errors"]:
+        print(f"error: {err}", file=sys.stderr)
+    print_commands(bundle, args.message)
+    if bundle["errors"]:
+        if args.push:
+            print("error: not pushing an incomplete bundle", file=sys.stderr)
+        return 2
+    if args.push:
+        try:
+            push(bundle, args.message, runner)
+        except BundleError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
