@@ -211,7 +211,11 @@ class EpochBatches(torch.utils.data.Sampler):
     """A batch sampler that draws a new batch order each epoch (seed + epoch), reproducibly."""
 
     def __init__(self, lengths, batch_size: int, seed: int, group_by_length: bool):
-        self.lengths, self.batch_size, self.seed = lengths, batch_size, seed
+        # `size`, not `batch_size`: given a batch_size attribute, accelerate's multi-process
+        # sharder only yields a pair of batches whose second is full, so a length-grouped epoch
+        # (short batch anywhere) silently lost two batches. Without it, whole batches are dealt
+        # to the processes in turn.
+        self.lengths, self.size, self.seed = lengths, batch_size, seed
         self.group_by_length = group_by_length
         self.epoch = 0
 
@@ -221,11 +225,11 @@ class EpochBatches(torch.utils.data.Sampler):
     def _batches(self):
         seed = self.seed * 1000 + self.epoch
         if self.group_by_length:
-            return length_grouped_batches(self.lengths, self.batch_size, seed)
-        return shuffled_batches(len(self.lengths), self.batch_size, seed)
+            return length_grouped_batches(self.lengths, self.size, seed)
+        return shuffled_batches(len(self.lengths), self.size, seed)
 
     def __iter__(self):
         return iter(self._batches())
 
     def __len__(self):
-        return -(-len(self.lengths) // self.batch_size)
+        return -(-len(self.lengths) // self.size)

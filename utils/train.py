@@ -49,19 +49,6 @@ class RunError(RuntimeError):
     """A run folder that cannot be resumed with these arguments."""
 
 
-class _Batches(torch.utils.data.Sampler):
-    """A batch sampler's batches, without its batch_size (see train_fold)."""
-
-    def __init__(self, batches):
-        self.batches = batches
-
-    def __iter__(self):
-        return iter(self.batches)
-
-    def __len__(self):
-        return len(self.batches)
-
-
 # ----------------------------------------------------------------------------- data
 
 
@@ -255,11 +242,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     ydtype = torch.long if cfg.task == "classification" else torch.float32
     collate = Collator(tokenizer.pad_token_id or 0, 8, ydtype)
     sampler = EpochBatches(train_ds.lengths, cfg.batch_size, cfg.seed + fold, cfg.group_by_length)
-    # Handed to accelerate as a plain list of batches (no batch_size attribute): its sharder then
-    # deals whole batches round-robin. Given a batch_size, it only yields a pair of batches whose
-    # second is full, so a length-grouped epoch (short batch anywhere) silently lost two batches.
-    train_batches = _Batches(sampler)
-    train_dl = DataLoader(train_ds, batch_sampler=train_batches, collate_fn=collate, num_workers=cfg.num_workers)
+    train_dl = DataLoader(train_ds, batch_sampler=sampler, collate_fn=collate, num_workers=cfg.num_workers)
     valid_batches = sorted_batches(valid_ds.lengths, cfg.eval_batch_size)
     valid_dl = DataLoader(valid_ds, batch_sampler=valid_batches, collate_fn=collate)
 

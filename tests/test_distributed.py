@@ -1,0 +1,126 @@
+"""Data-parallel training on 2 CPU processes (gloo), as on Kaggle's T4 x2 with NCCL.
+
+Two processes with batch B each take one optimizer step on the mean gradient of 2 batches: the same
+update as one process with batch B and grad_accum 2 over the same batch order. So a 2-process run is
+compared with that single-process run (predictions agree to float rounding, ~1e-7), not with a
+single-process run of the identical config, which takes twice the steps on half-size batches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_train import cfg_for
+
+from utils.data import EpochBatches
+from utils.train import run_cv
+
+ROOT = Path(__file__).resolve().parents[1]
+TOL = 1e-4  # measured max |pred difference| 2.4e-7: summation order of the gradient all-reduce
+
+
+def free_port() -> int:
+    # Not the default 29500: several test sessions may run side by side on one machine.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env() -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+def check_run(out: Path, log: str, reference: Path, n_rows: int) -> None:
+    """Every row once in oof.csv, written by one process only, predictions as the reference run."""
+    assert "2 process(es) on cpu" in log, log[-2000:]
+    for k in (0, 1):  # a process that thought it was alone would print (and write) its own fold
+        assert log.count(f"fold {k}: best") == 1, log[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json", "fold0", "fold1", "folds.csv", "metrics.json", "oof.csv"]
+    oof = pd.read_csv(out / "oof.csv", dtype={"id": str}).set_index("id").sort_index()
+    ref = pd.read_csv(reference / "oof.csv", dtype={"id": str}).set_index("id").sort_index()
+    assert len(oof) == n_rows and oof.index.is_unique and oof.index.equals(ref.index)
+    assert (oof.fold == ref.fold).all()
+    assert np.abs(oof.pred - ref.pred).max() < TOL
+    for k in (0, 1):
+        steps = [json.loads((run / f"fold{k}" / "history.json").read_text())["steps"]
+                 for run in (out, reference)]
+        assert steps[0] == steps[1]
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_csv_module, tiny_bert, tmp_path_factory):
+    """The single-process run equivalent to 2 processes: same batch size, grad_accum 2."""
+    out = tmp_path_factory.mktemp("single") / "run"
+    run_cv(cfg_for(tiny_csv_module, out, tiny_bert, grad_accum=2))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_csv_module(tmp_path_factory):
+    from conftest import tiny_frame
+
+    path = tmp_path_factory.mktemp("data") / "train.csv"
+    tiny_frame().to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("group_by_length", [True, False])
+@pytest.mark.parametrize("n_rows", [30, 37, 41])
+def test_each_process_gets_whole_batches_and_every_row(group_by_length, n_rows):
+    from accelerate.data_loader import BatchSamplerShard
+
+    lengths = np.random.default_rng(n_rows).integers(10, 300, n_rows)
+    sampler = EpochBatches(lengths, 8, seed=42, group_by_length=group_by_length)
+    for epoch in range(8):  # the short batch falls at a different place each epoch
+        sampler.set_epoch(epoch)
+        shards = [list(BatchSamplerShard(sampler, 2, rank)) for rank in (0, 1)]
+        assert [len(s) for s in shards] == [len(BatchSamplerShard(sampler, 2, 0))] * 2
+        seen = [i for shard in shards for batch in shard for i in batch]
+        assert set(seen) == set(range(n_rows))
+        # Only an odd batch count repeats rows: one batch from the start evens the processes out.
+        assert len(seen) - n_rows <= 8 * (len(list(sampler)) % 2)
+
+
+def test_accelerate_launch_on_two_cpu_processes(tiny_csv_module, tiny_bert, reference, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(free_port()), "-m", "utils.train",
+           "--train-csv", str(tiny_csv_module), "--out", str(out), "--model", tiny_bert,
+           "--folds", "2", "--epochs", "2", "--batch-size", "8", "--eval-every", "2",
+           "--lr", "0.001", "--no-progress"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    check_run(out, log, reference, 60)
+
+
+def test_notebook_launcher_on_two_cpu_processes(tiny_csv_module, tiny_bert, reference, tmp_path):
+    # What the training notebook runs when its num_processes parameter is > 1, from a plain process.
+    out = tmp_path / "run"
+    script = textwrap.dedent(f"""
+        from accelerate import notebook_launcher
+        from utils.config import TrainConfig
+        from utils.train import run_cv
+
+        cfg = TrainConfig(train_csv={str(tiny_csv_module)!r}, out={str(out)!r}, model={tiny_bert!r},
+                          folds=2, epochs=2, batch_size=8, eval_every=2, lr=1e-3, progress=False)
+        notebook_launcher(run_cv, args=(cfg,), num_processes=2, use_port="{free_port()}")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
+                          capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    check_run(out, log, reference, 60)
