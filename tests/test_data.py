@@ -2,8 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from conftest import tiny_frame
+
 from utils.data import (
     Collator,
     DataError,

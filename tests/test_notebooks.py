@@ -3,12 +3,10 @@
 
 import ast
 import json
-from pathlib import Path
 
 import nbformat
 import pandas as pd
 import pytest
-
 from conftest import ROOT, tiny_frame
 
 NB = ROOT / "notebooks"

@@ -3,12 +3,19 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import tiny_frame
-from utils.ensemble import blend_report, cv_blend, fit_weights, load_oofs, save_blend
-from utils.predict import check_submission, load_blend, main, normalize_weights, predict, predict_run
-from utils.train import run_cv
 from test_train import cfg_for
+
+from utils.ensemble import blend_report, cv_blend, fit_weights, load_oofs, save_blend
+from utils.predict import (
+    check_submission,
+    load_blend,
+    main,
+    normalize_weights,
+    predict,
+    predict_run,
+)
+from utils.train import run_cv
 
 
 @pytest.fixture(scope="module")
