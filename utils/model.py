@@ -21,7 +21,9 @@ from .pooling import build_pooling
 
 KIT_CONFIG = "kit_config.json"
 WEIGHTS = "kit_model.safetensors"
-FILES_NEEDED = (KIT_CONFIG, WEIGHTS, "config.json")
+FILES_NEEDED = (KIT_CONFIG, WEIGHTS, "config.json", "tokenizer_config.json")
+# A saved tokenizer also needs its vocabulary: tokenizer.json (fast) or a slow tokenizer's file.
+VOCAB_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spm.model", "sentencepiece.bpe.model")
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class TextModel(nn.Module):
         gradient_checkpointing: bool = False,
     ) -> TextModel:
         """Pretrained encoder (hub name or local folder) with a fresh pooling layer and head."""
-        config = AutoConfig.from_pretrained(name_or_dir)
+        config = _pretrained(AutoConfig, name_or_dir)
         if not backbone_dropout:
             # Dropout off in the backbone is reported to help regression on this task.
             for key, value in config.to_dict().items():
@@ -163,16 +165,25 @@ class TextModel(nn.Module):
         """(model in eval mode, tokenizer) from a folder written by `save`; needs nothing else."""
         folder = Path(folder)
         check_model_dir(folder)
-        kit = json.loads((folder / KIT_CONFIG).read_text())
-        spec = kit["model"]
+        try:
+            spec = json.loads((folder / KIT_CONFIG).read_text())["model"]
+        except (ValueError, KeyError) as e:
+            raise ValueError(f"{folder / KIT_CONFIG} is corrupt ({e!r})") from None
         spec = ModelSpec(**{**spec, "target_names": tuple(spec["target_names"])})
         config = AutoConfig.from_pretrained(folder)
         backbone = AutoModel.from_config(config)
         model = cls(backbone, spec)
-        state = load_file(str(folder / WEIGHTS))
+        try:
+            state = load_file(str(folder / WEIGHTS))
+        except Exception as e:  # safetensors' own error type: a truncated or corrupt file
+            raise ValueError(f"{folder / WEIGHTS} is corrupt or incomplete ({e})") from None
         # fp16-saved weights are cast back to the model's dtype by load_state_dict.
-        model.load_state_dict(state, strict=True)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as e:  # weights from another model than config.json / kit_config.json
+            first = str(e).strip().splitlines()[0]
+            raise ValueError(f"{folder / WEIGHTS} does not match the folder's configs ({first})") from None
+        tokenizer = _pretrained(AutoTokenizer, folder)
         return model.to(device).eval(), tokenizer
 
 
@@ -182,11 +193,41 @@ def check_model_dir(folder) -> None:
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder not found: {folder}")
     missing = [f for f in FILES_NEEDED if not (folder / f).is_file()]
+    if not any((folder / f).is_file() for f in VOCAB_FILES) and not list(folder.glob("*.model")):
+        missing.append(f"the tokenizer vocabulary ({' or '.join(VOCAB_FILES[:3])})")
     if missing:
         raise FileNotFoundError(f"model folder {folder} is incomplete: missing {', '.join(missing)}")
+
+
+def _pretrained(auto_cls, name_or_dir: str):
+    """`auto_cls.from_pretrained(name_or_dir)`, with "model not found: NAME" for a missing model."""
+    text = str(name_or_dir)
+    path = Path(text).expanduser()
+    # A hub id is "name" or "org/name"; anything else that is not on disk is a mistyped path.
+    looks_like_path = path.is_absolute() or text.startswith(("./", "../", "~")) or text.count("/") > 1
+    if looks_like_path and not path.exists():
+        raise FileNotFoundError(f"model not found: {text} (no such folder)")
+    try:
+        return auto_cls.from_pretrained(text)
+    except ValueError:
+        # transformers 5.x saves a generic fast tokenizer as class "TokenizersBackend", which 4.x
+        # does not know; its tokenizer.json is all that a fast tokenizer needs.
+        if auto_cls is not AutoTokenizer or not (path / "tokenizer.json").is_file():
+            raise
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast.from_pretrained(text)
+    except OSError as e:
+        if path.is_dir():
+            raise  # a local folder without config.json / tokenizer files: transformers names them
+        first = str(e).strip().split("\n")[0][:160]
+        raise FileNotFoundError(
+            f"model not found: {text} (not a local folder, and the Hugging Face hub could not "
+            f"provide it: {first})"
+        ) from None
 
 
 def load_tokenizer(name_or_dir: str):
     """Tokenizer by hub name or folder (always from_pretrained: in transformers 5.x a fast
     tokenizer class built from a vocab file alone is silently ignored)."""
-    return AutoTokenizer.from_pretrained(name_or_dir)
+    return _pretrained(AutoTokenizer, name_or_dir)
