@@ -89,3 +89,15 @@ def test_notebook_form(name):
     paired = jupytext.read(NB / f"{name}.py")
     sources = lambda n: [c.source.strip() for c in n.cells]  # noqa: E731
     assert sources(paired) == sources(nb), f"{name}.py and {name}.ipynb differ: run jupytext --sync"
+
+
+def test_demo_without_data_stops_at_once_saying_how_to_get_it(tmp_path, monkeypatch):
+    from utils.demo import find_data
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match="make data.*data/README.md"):
+        find_data()
+    (tmp_path / "data").mkdir()
+    for f in ("train.csv", "test.csv"):
+        (tmp_path / "data" / f).write_text("id\n")
+    assert find_data() == (tmp_path / "data").resolve()

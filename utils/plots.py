@@ -119,10 +119,12 @@ def token_weights_html(frames, titles=None) -> str:
     return "<div style='font-family:sans-serif;line-height:1.9'>" + "".join(blocks) + "</div>"
 
 
-def token_weights_figure(frames, titles=None, width: int = 120, max_lines: int = 9):
-    """The same highlighting as a matplotlib figure (for PNG files): monospace, word-wrapped.
-
-    One x unit is one character: a 12-inch figure holds ~150 characters of 9 pt monospace."""
+def token_weights_figure(frames, titles=None, max_lines: int = 9):
+    """The same highlighting as a matplotlib figure (for PNG files): monospace, word-wrapped."""
+    fig_width, fontsize = 12.0, 9
+    # One x unit = one monospace character (advance 0.6 em): the axes span the figure's width.
+    chars = fig_width * 72 * 0.98 / (0.6 * fontsize)
+    width = int(chars) - 6
     layouts = []
     for df in frames:
         lines, line, col = [], [], 0
@@ -135,18 +137,20 @@ def token_weights_figure(frames, titles=None, width: int = 120, max_lines: int =
         lines.append(line)
         layouts.append(lines[:max_lines])
     heights = [len(lines) + 1.6 for lines in layouts]
-    fig, axes = plt.subplots(len(frames), 1, figsize=(12, 0.28 * sum(heights) + 0.6),
+    fig, axes = plt.subplots(len(frames), 1, figsize=(fig_width, 0.26 * sum(heights) + 0.5),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
+    fig.subplots_adjust(left=0.01, right=0.99, top=1 - 0.35 / fig.get_figheight(), bottom=0.01,
+                        hspace=0.05)
     for i, (ax, lines, df) in enumerate(zip(axes[:, 0], layouts, frames)):
         ax.axis("off")
-        ax.set_xlim(0, 150)
+        ax.set_xlim(0, chars)
         ax.set_ylim(len(lines) + 0.5, -1.1)
         vmax = float(df["weight"].max()) if len(df) else 0.0
         ax.text(0, -0.8, titles[i] if titles else f"text {i}", fontsize=10, fontweight="bold")
         for y, line in enumerate(lines):
             for col, word, w in line:
-                ax.text(col, y + 0.3, word, family="monospace", fontsize=9,
-                        bbox={"facecolor": _color(w, vmax), "edgecolor": "none", "pad": 1.2})
+                ax.text(col, y + 0.3, word, family="monospace", fontsize=fontsize,
+                        bbox={"facecolor": _color(w, vmax), "edgecolor": "none", "pad": 1.0})
     fig.suptitle("Attention pooling weight per word (darker = more weight)", y=1.0)
     return fig
 
