@@ -1,8 +1,10 @@
-"""The training, ensembling and submission notebooks run end to end under papermill (tiny model,
-60 rows) and write their figures and a valid submission. (The EDA notebook: tests/test_eda.py.)"""
+"""The demo (`python -m utils.demo`: the four notebooks under papermill) runs end to end on a tiny
+model and 60 rows and writes its figures and a valid submission. (EDA units: tests/test_eda.py.)"""
 
 import ast
 import json
+import re
+from pathlib import Path
 
 import nbformat
 import pandas as pd
@@ -13,35 +15,38 @@ NB = ROOT / "notebooks"
 NOTEBOOKS = ["01_eda", "02_train", "03_ensemble", "04_submission"]
 
 
-def execute(name, out, params, out_name=None):
-    import papermill as pm
-
-    return pm.execute_notebook(str(NB / f"{name}.ipynb"), str(out / f"{out_name or name}.ipynb"),
-                               parameters=params, cwd=str(NB), kernel_name="python3",
-                               progress_bar=False)
-
-
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory, tiny_bert):
+    """`python -m utils.demo` itself, on a tiny model: EDA, two training runs, blend, submission."""
+    import contextlib
+    import io
+
+    from utils.demo import main
+
     d = tmp_path_factory.mktemp("nb")
     data = d / "data"
     data.mkdir()
     tiny_frame(60).to_csv(data / "train.csv", index=False)
     test = tiny_frame(7, seed=9).drop(columns=["target", "standard_error"])
     test.to_csv(data / "test.csv", index=False)
-    runs = d / "runs"
-    names = []
-    for pooling in ("attention", "mean"):
-        name = f"tiny-{pooling}"
-        names.append(name)
-        execute("02_train", d, {"model_name": tiny_bert, "pooling": pooling, "run_name": name,
-                                "folds": 2, "epochs": 2, "batch_size": 8, "max_len": 64, "lr": 1e-3,
-                                "eval_every": 2, "eval_schedule": [], "n_examples": 2,
-                                "data_dir": str(data), "runs_dir": str(runs)}, f"train-{name}")
-    execute("03_ensemble", d, {"runs": names, "runs_dir": str(runs)})
-    execute("04_submission", d, {"runs": names, "runs_dir": str(runs), "blend_json": "blend.json",
-                                 "data_dir": str(data), "out_dir": str(d / "sub")})
-    return d, data, runs, names
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log):
+        main(["--out", str(d / "sub"), "--data", str(data), "--model", tiny_bert, "--rows", "60",
+              "--folds", "2", "--epochs", "2", "--max-len", "64"])
+    d.joinpath("demo.log").write_text(log.getvalue())
+    prefix = Path(tiny_bert).name.lower()
+    return d, data, d / "sub" / "runs", [f"{prefix}-attention", f"{prefix}-mean"]
+
+
+def test_demo_streams_training_log_and_summary(pipeline):
+    d, _, _, names = pipeline
+    log = (d / "demo.log").read_text()
+    # the notebooks' printed lines reach the terminal: one per evaluation, then the summary
+    assert re.search(r"fold 1 step \d+/\d+ \| train loss [\d.]+ \| valid rmse [\d.]+ \| best", log)
+    for name in names:
+        assert re.search(rf"{name} +CV RMSE \d\.\d{{4}}", log), name
+    assert re.search(r"blend +CV RMSE \d\.\d{4}", log)
+    assert (d / "sub" / "eda").is_dir() and len(list((d / "sub").glob("*.ipynb"))) == 5
 
 
 def test_training_notebook_figures(pipeline):

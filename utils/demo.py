@@ -34,7 +34,11 @@ def find_data(explicit: str = "") -> Path:
 
 
 def run_notebook(name: str, out: Path, params: dict, out_name: str = "") -> None:
-    """Execute notebooks/<name>.ipynb with papermill into out/<out_name or name>.ipynb."""
+    """Execute notebooks/<name>.ipynb with papermill into out/<out_name or name>.ipynb.
+
+    The notebook's printed lines (one per evaluation while training) stream to this terminal;
+    progress bars (stderr) stay in the executed notebook.
+    """
     import papermill as pm
 
     t0 = time.time()
@@ -48,6 +52,7 @@ def run_notebook(name: str, out: Path, params: dict, out_name: str = "") -> None
         kernel_name="python3",
         progress_bar=False,
         log_output=False,
+        stdout_file=sys.stdout,
     )
     print(f"--- {out_name} done in {(time.time() - t0) / 60:.1f} min", flush=True)
 
@@ -78,8 +83,9 @@ def main(argv=None) -> int:
     run_notebook("01_eda", out, {"data_dir": str(data), "out_dir": str(out / "eda"),
                                  "max_rows": 0})
     names = []
+    prefix = Path(args.model).name.lower() if args.model else "minilm"
     for pooling in ("attention", "mean"):  # one backbone offline: two pooling modes, same folds
-        name = f"minilm-{pooling}"
+        name = f"{prefix}-{pooling}"
         names.append(name)
         params = {"model_name": model, "pooling": pooling, "run_name": name, "folds": args.folds,
                   "epochs": args.epochs, "batch_size": 16, "max_len": args.max_len, "lr": 5e-5,
@@ -92,12 +98,13 @@ def main(argv=None) -> int:
                                         "out_dir": str(out)})
 
     print(f"\n=== demo finished in {(time.time() - t0) / 60:.1f} min ===")
+    width = max(len(n) for n in [*names, "blend"])
     for name in names:
         m = json.loads((runs / name / "metrics.json").read_text())
         folds = ", ".join(f"{v:.4f}" for v in m["fold_rmse"].values())
-        print(f"{name:16s} CV RMSE {m['cv_rmse']:.4f}  (folds: {folds})")
+        print(f"{name:{width}s} CV RMSE {m['cv_rmse']:.4f}  (folds: {folds})")
     blend = json.loads((runs / "blend.json").read_text())
-    print(f"{'blend':16s} CV RMSE {blend['rmse_blend_cv']:.4f}  (weights fitted inside CV; "
+    print(f"{'blend':{width}s} CV RMSE {blend['rmse_blend_cv']:.4f}  (weights fitted inside CV; "
           f"weights {', '.join(f'{w:.2f}' for w in blend['weights'])})")
     print(f"submission: {out / 'submission.csv'}")
     print(f"executed notebooks: {out}/*.ipynb | figures: {out}/eda, {runs}/*/figures, {out}")
