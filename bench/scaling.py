@@ -1,7 +1,7 @@
 """Prediction time vs number of rows (measured), and projections for roberta-large on Kaggle GPUs.
 
-    python bench/scaling.py                          # 50..400 rows: minutes on 2 busy CPU cores
-    python bench/scaling.py --rows 100 1000 2000 10000   # the full curve (hours on such a CPU)
+    python bench/scaling.py                          # 100, 1,000, 2,000, 10,000 rows (~13 min, 2 idle cores)
+    python bench/scaling.py --rows 50 100 200 400        # a quick check (~1 min idle)
     python bench/scaling.py --no-measure --utilisation-infer 0.2   # projections only
 
 Part 1 (measured): utils.predict.predict_model on all-MiniLM-L6-v2 (fp32, max_len 256, sorted
@@ -103,7 +103,7 @@ def project(a) -> list:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--train-csv", default=str(DEFAULT_DATA))
-    p.add_argument("--rows", type=int, nargs="+", default=[50, 100, 200, 400])
+    p.add_argument("--rows", type=int, nargs="+", default=[100, 1000, 2000, 10000])
     p.add_argument("--max-len", type=int, default=256)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--no-measure", action="store_true", help="projections only")
@@ -136,7 +136,7 @@ def main() -> None:
         lines += ["", f"Fit: seconds = {measured['intercept_s']:.2f} + {1000 * measured['slope_s_per_row']:.1f} ms x rows "
                   f"(R^2 {measured['r2']:.4f}); {measured['tokens_per_row']:.0f} tokens/row; this CPU sustains "
                   f"{measured['cpu_effective_flops'] / 1e9:.0f} GFLOP/s effective "
-                  f"({measured['torch_threads']} threads, shared). At that rate one roberta-large pass over "
+                  f"({measured['torch_threads']} threads). At that rate one roberta-large pass over "
                   f"{a.test_rows} rows would take "
                   f"{2 * ROBERTA_LARGE * a.test_rows * TOKENS_PER_EXCERPT / measured['cpu_effective_flops'] / 60:.0f} min.", ""]
     lines += ["| job | PFLOPs | T4 utilisation assumed | minutes | minutes at half utilisation | share of 3 h |",
