@@ -59,7 +59,7 @@ def table() -> str:
     by_mode = {}
     for r in runs:
         by_mode.setdefault(r["mode"], {})[r.get("seed", 42)] = r
-    head = "| pooling | " + " | ".join(f"seed {s}" for s in seeds)
+    head = "| pooling | fold-0 valid RMSE, " + " | ".join(f"seed {s}" for s in seeds)
     head += " | mean |" if len(seeds) > 1 else " |"
     lines = [head + " minutes per run |", "|" + " --- |" * (len(seeds) + 2 + (len(seeds) > 1))]
     mean = lambda rs: sum(r["valid_rmse"] for r in rs.values()) / len(rs)  # noqa: E731
