@@ -6,7 +6,8 @@
 Model: all-MiniLM-L6-v2 in the kit's TextModel (attention pooling). Its head is a ridge regression
 (penalty chosen by cross-validation) fitted to the targets on the fp32 pooled features of these
 rows, so the predictions have the scale of real ones and the bf16-vs-fp32 RMSE means something;
-the encoder is pretrained, the pooling scorer random. Arms, one process, alternating (order flipped each repeat):
+the encoder is pretrained, the pooling scorer random. Arms, one process, alternating (order
+flipped each repeat):
   sorted dynamic  utils.predict.predict_model: batches of similar length, padded to the longest
                   (multiple of 8), results put back in input order
   fixed max_len   what public notebooks do: tokenizer(padding="max_length"), batches in file order

@@ -54,14 +54,16 @@ def run_mode(mode: str, train_csv: str, epochs: int, seed: int = 42) -> dict:
 
 def table() -> str:
     """One row per mode (best mean first): RMSE per training seed, their mean, minutes per run."""
-    runs = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("quality_*.json"))]
-    seeds = sorted({r.get("seed", 42) for r in runs}, key=lambda s: (s != 42, s))
+    # Result files written before --seeds existed have no "seed": they are seed 42.
+    runs = [{"seed": 42, **json.loads(p.read_text())} for p in sorted(RESULTS.glob("quality_*.json"))]
+    seeds = sorted({r["seed"] for r in runs}, key=lambda s: (s != 42, s))
     by_mode = {}
     for r in runs:
-        by_mode.setdefault(r["mode"], {})[r.get("seed", 42)] = r
-    head = "| pooling | fold-0 valid RMSE, " + " | ".join(f"seed {s}" for s in seeds)
-    head += " | mean |" if len(seeds) > 1 else " |"
-    lines = [head + " minutes per run |", "|" + " --- |" * (len(seeds) + 2 + (len(seeds) > 1))]
+        by_mode.setdefault(r["mode"], {})[r["seed"]] = r
+    cols = ["pooling", f"fold-0 valid RMSE, seed {seeds[0]}", *(f"seed {s}" for s in seeds[1:])]
+    cols += ["mean"] if len(seeds) > 1 else []
+    cols += ["minutes per run"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     mean = lambda rs: sum(r["valid_rmse"] for r in rs.values()) / len(rs)  # noqa: E731
     for mode, rs in sorted(by_mode.items(), key=lambda kv: mean(kv[1])):
         cells = [f"{rs[s]['valid_rmse']:.4f}" if s in rs else "–" for s in seeds]

@@ -34,7 +34,7 @@ def test_head_runs_in_fp32_under_autocast(tiny_bert, dtype):
     tok = load_tokenizer(tiny_bert)
     enc = tok(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
-        preds, weights = model(enc["input_ids"], enc["attention_mask"], return_weights=True)
+        preds, _ = model(enc["input_ids"], enc["attention_mask"], return_weights=True)
         states = model.backbone(**enc).last_hidden_state
         pooled = model.pooling(states, enc["attention_mask"])
     assert preds.dtype == torch.float32
