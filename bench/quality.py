@@ -20,7 +20,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "commonlit" / "train.csv"
 
 
 def result_path(mode: str, seed: int) -> Path:
@@ -77,11 +76,14 @@ def table() -> str:
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--modes", nargs="+", default=["attention", "mean", "cls", "attention+mean"])
-    p.add_argument("--train-csv", default=str(DEFAULT_DATA))
+    p.add_argument("--train-csv", default="", help="default: train.csv found by utils.env")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--seeds", type=int, nargs="+", default=[42], help="training seeds (the fold stays)")
     p.add_argument("--table", action="store_true", help="only print the table of saved results")
     args = p.parse_args()
+    from utils.env import competition_dir
+
+    args.train_csv = args.train_csv or str(competition_dir() / "train.csv")  # utils.env's order
     if not args.table:
         for seed in args.seeds:
             for mode in args.modes:

@@ -26,7 +26,6 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "commonlit" / "train.csv"
 
 T4_FP16_PEAK = 65e12  # FLOP/s, tensor cores, NVIDIA's datasheet figure
 LIMIT_S = 3 * 3600  # CommonLit: GPU notebooks <= 3 hours of run time
@@ -102,7 +101,7 @@ def project(a) -> list:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--train-csv", default=str(DEFAULT_DATA))
+    p.add_argument("--train-csv", default="", help="default: train.csv found by utils.env")
     p.add_argument("--rows", type=int, nargs="+", default=[100, 1000, 2000, 10000])
     p.add_argument("--max-len", type=int, default=256)
     p.add_argument("--batch-size", type=int, default=64)
@@ -123,6 +122,9 @@ def main() -> None:
                    help="2 T4s over PCIe: fp32 gradient all-reduce of 355M params per step")
     p.add_argument("--load-s", type=float, default=15.0, help="seconds to load one roberta-large fold")
     a = p.parse_args()
+    from utils.env import competition_dir, shown
+
+    a.train_csv = a.train_csv or str(competition_dir() / "train.csv")  # utils.env's order
     command = "python bench/scaling.py " + " ".join(sys.argv[1:])
 
     measured = None if a.no_measure else measure(a)
@@ -152,7 +154,7 @@ def main() -> None:
           f"{a.batch_train}, a validation every {a.eval_every} steps and at each epoch end. Gradient "
           f"checkpointing would add ~1/3 to training FLOPs.\nCommand: {command}")
     RESULTS.mkdir(exist_ok=True)
-    out = {"command": command, "settings": vars(a), "measured": measured, "projections": jobs,
+    out = {"command": command, "settings": {**vars(a), "train_csv": shown(a.train_csv)}, "measured": measured, "projections": jobs,
            "constants": {"t4_fp16_peak_flops": T4_FP16_PEAK, "limit_s": LIMIT_S, "params": ROBERTA_LARGE,
                          "tokens_per_excerpt": TOKENS_PER_EXCERPT}, "table": text}
     (RESULTS / "scaling.json").write_text(json.dumps(out, indent=2, default=float))

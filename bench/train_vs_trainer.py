@@ -38,7 +38,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "commonlit" / "train.csv"
 ARMS = ("kit", "trainer")
 N_VALID = 8  # the kit's validation fold: tiny, so evaluation does not weigh on the run
 
@@ -196,7 +195,7 @@ def table(summary: list) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--train-csv", default=str(DEFAULT_DATA))
+    p.add_argument("--train-csv", default="", help="default: train.csv found by utils.env")
     p.add_argument("--steps", type=int, default=10, help="optimizer steps per arm")
     p.add_argument("--warmup-steps", type=int, default=2, help="first steps left out of the timing")
     p.add_argument("--batch-size", type=int, default=16)
@@ -209,6 +208,9 @@ def main() -> None:
     p.add_argument("--group-by-length", action=argparse.BooleanOptionalAction, default=False,
                    help=argparse.SUPPRESS)
     a = p.parse_args()
+    from utils.env import competition_dir, shown
+
+    a.train_csv = a.train_csv or str(competition_dir() / "train.csv")  # utils.env's order
     if a.child:
         return child(a)
     if a.steps <= a.warmup_steps:
@@ -242,7 +244,8 @@ def main() -> None:
           f"batch {a.batch_size}, max_len {a.max_len}, fp32, all-MiniLM-L6-v2, {runs[0]['torch_threads']} "
           f"torch threads (CPU shared with other jobs).\nCommand: {command}")
     RESULTS.mkdir(exist_ok=True)
-    out = {"command": command, "settings": {k: v for k, v in vars(a).items() if k not in ("child", "group_by_length")},
+    out = {"command": command, "settings": {**{k: v for k, v in vars(a).items() if k not in ("child", "group_by_length")},
+                        "train_csv": shown(a.train_csv)},
            "summary": summary, "runs": runs, "table": text}
     (RESULTS / "train_vs_trainer.json").write_text(json.dumps(out, indent=2))
 

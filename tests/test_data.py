@@ -9,6 +9,7 @@ from utils.data import (
     DataError,
     EpochBatches,
     TextDataset,
+    deal_evenly,
     length_grouped_batches,
     make_folds,
     read_csv,
@@ -124,3 +125,11 @@ def test_batch_orders():
     assert list(sampler) != first and len(sampler) == 63
     sampler.set_epoch(0)
     assert list(sampler) == first
+    # Data-parallel: the count is padded to a multiple of the processes with the first batches.
+    three = EpochBatches(lengths, 16, seed=3, group_by_length=True, processes=3)
+    dealt = list(three)
+    assert len(three) == len(dealt) == 63 and dealt == first  # 63 = 3 x 21: nothing added
+    two = EpochBatches(lengths, 16, seed=3, group_by_length=True, processes=2)
+    assert len(two) == 64 and list(two) == first + first[:1]
+    assert deal_evenly([[1], [2], [3]], 4) == [[1], [2], [3], [1]]
+    assert deal_evenly([[1]], 3) == [[1], [1], [1]] and deal_evenly([[1], [2]], 1) == [[1], [2]]

@@ -82,15 +82,34 @@ def test_each_process_gets_whole_batches_and_every_row(group_by_length, n_rows):
     from accelerate.data_loader import BatchSamplerShard
 
     lengths = np.random.default_rng(n_rows).integers(10, 300, n_rows)
-    sampler = EpochBatches(lengths, 8, seed=42, group_by_length=group_by_length)
+    sampler = EpochBatches(lengths, 8, seed=42, group_by_length=group_by_length, processes=2)
+    n_batches = -(-n_rows // 8)
     for epoch in range(8):  # the short batch falls at a different place each epoch
         sampler.set_epoch(epoch)
-        shards = [list(BatchSamplerShard(sampler, 2, rank)) for rank in (0, 1)]
-        assert [len(s) for s in shards] == [len(BatchSamplerShard(sampler, 2, 0))] * 2
+        # even_batches=False, as make_accelerator sets it: what every accelerate release accepts.
+        shards = [list(BatchSamplerShard(sampler, 2, rank, even_batches=False)) for rank in (0, 1)]
+        assert len(shards[0]) == len(shards[1]) == len(sampler) // 2  # same step count: no hang
         seen = [i for shard in shards for batch in shard for i in batch]
         assert set(seen) == set(range(n_rows))
         # Only an odd batch count repeats rows: one batch from the start evens the processes out.
-        assert len(seen) - n_rows <= 8 * (len(list(sampler)) % 2)
+        assert len(sampler) == n_batches + n_batches % 2
+        assert len(seen) - n_rows == (len(list(sampler)[0]) if n_batches % 2 else 0)
+
+
+def test_accelerator_accepts_the_kits_batch_samplers(tiny_csv_module, tiny_bert):
+    # accelerate < 1.14 refuses a batch sampler without a batch size unless even_batches is off.
+    from accelerate.data_loader import prepare_data_loader
+    from torch.utils.data import DataLoader
+
+    from utils.train import make_accelerator
+
+    acc = make_accelerator(cfg_for(tiny_csv_module, "unused", tiny_bert))
+    assert acc.even_batches is False
+    sampler = EpochBatches(np.arange(10, 30), 8, seed=1, group_by_length=True, processes=2)
+    for rank in (0, 1):
+        dl = prepare_data_loader(DataLoader(list(range(20)), batch_sampler=sampler), num_processes=2,
+                                 process_index=rank, put_on_device=False, even_batches=acc.even_batches)
+        assert [len(b) for b in dl] and len(list(dl)) == 2
 
 
 def test_accelerate_launch_on_two_cpu_processes(tiny_csv_module, tiny_bert, reference, tmp_path):

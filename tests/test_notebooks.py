@@ -28,6 +28,7 @@ def pipeline(tmp_path_factory, tiny_bert):
     data.mkdir()
     tiny_frame(60).to_csv(data / "train.csv", index=False)
     test = tiny_frame(7, seed=9).drop(columns=["target", "standard_error"])
+    test.loc[2, "excerpt"] = " "  # a blank hidden-test text must not cost the submission
     test.to_csv(data / "test.csv", index=False)
     log = io.StringIO()
     with contextlib.redirect_stdout(log):
@@ -44,7 +45,7 @@ def test_demo_streams_training_log_and_summary(pipeline):
     # the notebooks' printed lines reach the terminal: one per evaluation, then the summary
     assert re.search(r"fold 1 step \d+/\d+ \| train loss [\d.]+ \| valid rmse [\d.]+ \| best", log)
     for name in names:
-        assert re.search(rf"{name} +CV RMSE \d\.\d{{4}}", log), name
+        assert re.search(rf"{name} +CV RMSE \d\.\d{{4}} .*last checkpoints .*: \d\.\d{{4}}\)", log), name
     assert re.search(r"blend +CV RMSE \d\.\d{4}", log)
     assert (d / "sub" / "eda").is_dir() and len(list((d / "sub").glob("*.ipynb"))) == 5
 
@@ -77,6 +78,32 @@ def test_submission_notebook_writes_valid_submission(pipeline):
     assert sub["id"].tolist() == test["id"].tolist()
     assert sub["target"].notna().all() and sub["target"].between(-10, 10).all()
     assert (d / "sub" / "predictions.png").stat().st_size > 5000
+    # The blank row got the blend of the runs' training means (equal within a fold's spread).
+    train = pd.read_csv(data / "train.csv")
+    assert abs(sub["target"][2] - train["target"].mean()) < 0.1 * train["target"].std()
+    executed = nbformat.read(d / "sub" / "04_submission.ipynb", as_version=4)
+    stderr = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
+    assert "column 'excerpt' is empty at row 4 (id id0002); predicted as the training mean" in stderr
+
+
+def test_training_notebook_defaults_are_train_configs():
+    """One source of defaults: every parameter named like a TrainConfig field has its default."""
+    import dataclasses
+
+    from utils.config import TrainConfig
+
+    nb = nbformat.read(NB / "02_train.ipynb", as_version=4)
+    params = {}
+    exec(nb.cells[[c.cell_type for c in nb.cells].index("code")].source, {}, params)
+    fields = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    renamed = {"model_name": "model"}  # the notebook's names for fields
+    shared = {k: v for k, v in params.items() if renamed.get(k, k) in fields}
+    assert len(shared) >= 12, sorted(shared)
+    for k, v in shared.items():
+        default = fields[renamed.get(k, k)]
+        if k == "model_name":
+            continue  # required in TrainConfig; the notebook names the Kaggle run's backbone
+        assert tuple(map(tuple, v)) == default if k == "eval_schedule" else v == default, k
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -97,12 +124,17 @@ def test_notebook_form(name):
 
 
 def test_demo_without_data_stops_at_once_saying_how_to_get_it(tmp_path, monkeypatch):
+    from utils import env
     from utils.demo import find_data
 
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(env, "project_root", lambda: tmp_path)
+    monkeypatch.delenv("COMMONLIT_DATA", raising=False)
+    monkeypatch.setenv("KAGGLE_INPUT_ROOT", str(tmp_path / "no-kaggle-input"))
     with pytest.raises(SystemExit, match="make data.*data/README.md"):
         find_data()
     (tmp_path / "data").mkdir()
-    for f in ("train.csv", "test.csv"):
-        (tmp_path / "data" / f).write_text("id\n")
+    (tmp_path / "data" / "test.csv").write_text("id\n")
+    with pytest.raises(SystemExit, match="has no train.csv"):
+        find_data()
+    (tmp_path / "data" / "train.csv").write_text("id\n")
     assert find_data() == (tmp_path / "data").resolve()

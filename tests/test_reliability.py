@@ -151,6 +151,32 @@ def test_test_csv_with_one_row_works_and_keeps_its_id_verbatim(runs, tmp_path, c
     assert float(lines[1].split(",")[1]) == pytest.approx(float(expected[0]), abs=1e-6)
 
 
+def test_blank_test_texts_get_the_training_mean_and_the_submission_is_still_written(runs, tmp_path, capsys):
+    # A hidden test set nobody can see: one blank excerpt must not cost the whole submission.
+    test = tiny_frame(5, seed=4).drop(columns=["target", "standard_error"])
+    test.loc[1, "excerpt"], test.loc[3, "excerpt"] = "   \n ", None
+    test.to_csv(tmp_path / "test.csv", index=False)
+    out = tmp_path / "submission.csv"
+    argv = ["--test-csv", str(tmp_path / "test.csv"), "--runs", str(runs / "bert-attn"), "--out", str(out)]
+    assert predict_cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "warning: test.csv: column 'excerpt' is empty at row 3 (id id0001), row 5 (id id0003)" in err
+    sub = pd.read_csv(out, dtype={"id": str})
+    assert sub.id.tolist() == test.id.tolist() and np.isfinite(sub.target).all()
+    # Each fold's saved training mean, averaged over the folds; the real rows as before.
+    train, folds = pd.read_csv(runs / "train.csv"), pd.read_csv(runs / "bert-attn" / "folds.csv")
+    means = [train.target[folds.fold.to_numpy() != k].mean() for k in (0, 1)]
+    assert sub.target[1] == pytest.approx(np.mean(means)) and sub.target[3] == pytest.approx(np.mean(means))
+    real = [0, 2, 4]
+    expected = predict_run(runs / "bert-attn", test.excerpt[real].tolist(), progress=False)
+    assert np.allclose(sub.target[real], expected, atol=1e-6)
+    # Training keeps refusing blank texts.
+    with pytest.raises(Exception, match="column 'excerpt' is empty at row 3"):
+        from utils.data import read_csv
+
+        read_csv(tmp_path / "test.csv", target_cols=())
+
+
 @pytest.mark.parametrize(
     "content,message",
     [

@@ -188,3 +188,72 @@ def test_cpu_fp16_is_refused_clearly(tiny_csv, tiny_bert, tmp_path, capsys):
             "--precision", "fp16"]
     assert main(argv) == 2
     assert "fp16 needs a CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "capability,expected",
+    [((6, 0), "fp16"), ((7, 0), "fp16"), ((7, 5), "fp16"), ((8, 0), "bf16"), ((8, 9), "bf16"),
+     ((9, 0), "bf16")],
+    ids=["P100", "V100", "T4", "A100", "L4", "H100"],
+)
+def test_auto_precision_follows_compute_capability(monkeypatch, capability, expected):
+    # A T4 answers is_bf16_supported() == True (emulated bf16, no tensor cores): the rule must
+    # not ask it. Training and inference resolve "auto" alike.
+    from utils.predict import _autocast
+    from utils.train import mixed_precision
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    cfg = TrainConfig(train_csv="t", out="o", model="m")
+    assert mixed_precision(cfg) == expected
+    ctx = _autocast(torch.device("cuda"), "auto")
+    assert ctx.fast_dtype == {"fp16": torch.float16, "bf16": torch.bfloat16}[expected]
+    # An explicit choice is kept.
+    assert mixed_precision(TrainConfig(train_csv="t", out="o", model="m", precision="fp32")) == "no"
+    assert mixed_precision(TrainConfig(train_csv="t", out="o", model="m", precision="bf16")) == "bf16"
+
+
+def test_auto_precision_is_fp32_without_cuda(monkeypatch):
+    from utils.train import mixed_precision
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert mixed_precision(TrainConfig(train_csv="t", out="o", model="m")) == "no"
+
+
+def test_a_fold_that_never_improves_stops_with_one_clear_line(tiny_csv, tiny_bert, tmp_path, capsys,
+                                                              monkeypatch):
+    import utils.train as train
+
+    real = train.compute_loss
+    # Every loss NaN from the first step: the weights turn NaN, every validation score is NaN.
+    monkeypatch.setattr(train, "compute_loss", lambda *a: real(*a) * float("nan"))
+    out = tmp_path / "r"
+    argv = ["--train-csv", str(tiny_csv), "--out", str(out), "--model", tiny_bert, "--folds", "2",
+            "--epochs", "2", "--batch-size", "8", "--eval-every", "2", "--no-progress"]
+    assert main(argv) == 2
+    from test_reliability import assert_one_line_error
+
+    assert_one_line_error(capsys.readouterr().err, "error: fold 0: no finite validation score in 2 steps",
+                          "weights became NaN/inf by step 2", "lower --lr", "--precision fp32 or bf16")
+    # Nothing half-written: no fold folder, no OOF, no metrics, no temp files.
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "folds.csv"]
+
+
+def test_a_fold_that_diverges_after_improving_keeps_its_best_checkpoint(tiny_csv, tiny_bert, tmp_path,
+                                                                       monkeypatch, capsys):
+    import utils.train as train
+
+    real, calls = train.compute_loss, {"n": 0}
+
+    def loss_then_nan(*a):
+        calls["n"] += 1
+        return real(*a) * (float("nan") if calls["n"] > 4 else 1.0)
+
+    monkeypatch.setattr(train, "compute_loss", loss_then_nan)
+    out = tmp_path / "r"
+    m = run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,), epochs=4))
+    hist = json.loads((out / "fold0" / "history.json").read_text())
+    assert np.isfinite(m["cv_rmse"]) and hist["steps"] < 4 * 4  # stopped early
+    assert m["cv_rmse"] == pytest.approx(min(h["rmse"] for h in hist["history"] if np.isfinite(h["rmse"])))
+    assert "weights became NaN/inf at step" in capsys.readouterr().out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,11 +36,14 @@ def read_csv(
     id_col: str = "id",
     extra_cols: tuple = (),
     task: str = "regression",
+    allow_blank: bool = False,
 ) -> pd.DataFrame:
     """Read and validate a competition CSV; `target_cols=()` for a test file.
 
     Checks: required columns, at least one row, non-empty text, numeric finite targets (regression),
     unique ids. Extra columns are kept. A UTF-8 BOM and CRLF line endings are read correctly.
+    `allow_blank` (prediction only): blank or missing texts are kept as "" with a warning naming
+    the rows, so one bad row of a hidden test set cannot fail a whole submission.
     """
     path = Path(path)
     if not path.is_file():
@@ -66,9 +70,12 @@ def read_csv(
         raise DataError(f"{path.name}: column {id_col!r} has duplicate ids at {_rows(df, dup, id_col)}")
     text = df[text_col]
     bad = text.isna().to_numpy() | (text.astype(str).str.strip() == "").to_numpy()
-    if bad.any():
+    if bad.any() and not allow_blank:
         raise DataError(f"{path.name}: column {text_col!r} is empty at {_rows(df, bad, id_col)}")
-    df[text_col] = text.astype(str)
+    if bad.any():
+        print(f"warning: {path.name}: column {text_col!r} is empty at {_rows(df, bad, id_col)}; "
+              "predicted as the training mean", file=sys.stderr, flush=True)
+    df[text_col] = text.where(~bad, "").astype(str)
     for col in target_cols:
         if task == "classification":
             bad = df[col].isna().to_numpy()
@@ -201,22 +208,53 @@ def shuffled_batches(n: int, batch_size: int, seed: int) -> list:
     return [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
 
 
+def deal_evenly(batches: list, processes: int) -> list:
+    """Batches repeated from the start until their count is a multiple of `processes`.
+
+    Each process of a data-parallel run then gets the same number of whole batches, whatever the
+    accelerate version (what its `even_batches` does in 1.14+; older releases refuse a batch
+    sampler without a batch size unless `even_batches=False`, and then leave the counts uneven,
+    which would hang the gradient all-reduce).
+    """
+    if processes <= 1 or not batches:
+        return batches
+    extra = -len(batches) % processes
+    return batches + [batches[i % len(batches)] for i in range(extra)]
+
+
 def sorted_batches(lengths, batch_size: int) -> list:
     """Inference batches, longest first, so each batch pads little; map results back with `index`."""
     order = np.argsort(-np.asarray(lengths), kind="stable")
     return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
 
 
+class Batches(torch.utils.data.Sampler):
+    """A fixed list of batches as a batch sampler (validation, inference)."""
+
+    batch_size = None  # sizes vary: see EpochBatches
+
+    def __init__(self, batches: list):
+        self.batches = batches
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self):
+        return len(self.batches)
+
+
 class EpochBatches(torch.utils.data.Sampler):
     """A batch sampler that draws a new batch order each epoch (seed + epoch), reproducibly."""
 
-    def __init__(self, lengths, batch_size: int, seed: int, group_by_length: bool):
-        # `size`, not `batch_size`: given a batch_size attribute, accelerate's multi-process
-        # sharder only yields a pair of batches whose second is full, so a length-grouped epoch
-        # (short batch anywhere) silently lost two batches. Without it, whole batches are dealt
-        # to the processes in turn.
+    # None, not the size: given a batch size, accelerate's multi-process sharder only yields a
+    # round of batches whose last is full, so a length-grouped epoch (short batch anywhere)
+    # silently lost batches. With None, whole batches are dealt to the processes in turn. The
+    # attribute must exist: accelerate < 1.0 reads it unguarded.
+    batch_size = None
+
+    def __init__(self, lengths, batch_size: int, seed: int, group_by_length: bool, processes: int = 1):
         self.lengths, self.size, self.seed = lengths, batch_size, seed
-        self.group_by_length = group_by_length
+        self.group_by_length, self.processes = group_by_length, processes
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -225,11 +263,14 @@ class EpochBatches(torch.utils.data.Sampler):
     def _batches(self):
         seed = self.seed * 1000 + self.epoch
         if self.group_by_length:
-            return length_grouped_batches(self.lengths, self.size, seed)
-        return shuffled_batches(len(self.lengths), self.size, seed)
+            batches = length_grouped_batches(self.lengths, self.size, seed)
+        else:
+            batches = shuffled_batches(len(self.lengths), self.size, seed)
+        return deal_evenly(batches, self.processes)
 
     def __iter__(self):
         return iter(self._batches())
 
     def __len__(self):
-        return -(-len(self.lengths) // self.size)
+        n = -(-len(self.lengths) // self.size)
+        return n + (-n % self.processes if n else 0)

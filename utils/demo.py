@@ -16,21 +16,22 @@ import time
 from pathlib import Path
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-# Where a downloaded copy of the competition data may be, first hit wins.
-DATA_CANDIDATES = ("data", "../shared/data/commonlit")
 
 
 def find_data(explicit: str = "") -> Path:
-    """The first folder holding train.csv and test.csv, or SystemExit saying how to get them."""
-    for c in [explicit] if explicit else DATA_CANDIDATES:
-        if (Path(c) / "train.csv").is_file() and (Path(c) / "test.csv").is_file():
-            return Path(c).resolve()
-    sys.exit(
-        "error: competition data not found (looked in "
-        + ", ".join(f"{c}/" for c in ([explicit] if explicit else DATA_CANDIDATES))
-        + "). Get it with `make data` (needs Kaggle credentials in ~/.kaggle/kaggle.json) or "
-        "place train.csv, test.csv and sample_submission.csv in data/ (see data/README.md)."
-    )
+    """The folder holding train.csv and test.csv (utils.env's lookup order), or SystemExit saying
+    how to get them."""
+    from .env import DATA_FILES, competition_dir
+
+    try:
+        data = competition_dir(explicit or None)
+    except FileNotFoundError as e:
+        sys.exit(f"error: {e}")
+    missing = [f for f in DATA_FILES if not (data / f).is_file()]
+    if missing:
+        sys.exit(f"error: {data} has no {' or '.join(missing)}: get the data with `make data` "
+                 "(Kaggle credentials needed) or see data/README.md")
+    return data.resolve()
 
 
 def run_notebook(name: str, out: Path, params: dict, out_name: str = "") -> None:
@@ -68,6 +69,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-len", type=int, default=256)
     args = p.parse_args(argv)
 
+    from . import plots
+
     data = find_data(args.data)
     model = args.model
     if not model:
@@ -102,7 +105,9 @@ def main(argv=None) -> int:
     for name in names:
         m = json.loads((runs / name / "metrics.json").read_text())
         folds = ", ".join(f"{v:.4f}" for v in m["fold_rmse"].values())
-        print(f"{name:{width}s} CV RMSE {m['cv_rmse']:.4f}  (folds: {folds})")
+        last = plots.fold_table(runs / name)["last_rmse"].iloc[-1]
+        print(f"{name:{width}s} CV RMSE {m['cv_rmse']:.4f}  (folds: {folds}; last checkpoints "
+              f"instead of the best on each validation fold: {last:.4f})")
     blend = json.loads((runs / "blend.json").read_text())
     print(f"{'blend':{width}s} CV RMSE {blend['rmse_blend_cv']:.4f}  (weights fitted inside CV; "
           f"weights {', '.join(f'{w:.2f}' for w in blend['weights'])})")

@@ -15,8 +15,24 @@ from pathlib import Path
 COMPETITION = "commonlitreadabilityprize"
 KAGGLE_INPUT = Path("/kaggle/input")
 KAGGLE_WORKING = Path("/kaggle/working")
-# Local places a downloaded copy of the competition may live (first hit wins).
-LOCAL_DATA = ("data", "../data")
+DATA_FILES = ("train.csv", "test.csv")
+
+
+def project_root() -> Path:
+    """The checkout this kit runs from (the folder with pyproject.toml beside utils/), else the
+    current folder (the kit installed as a package, or imported from a Kaggle dataset)."""
+    root = Path(__file__).resolve().parents[1]
+    return root if (root / "pyproject.toml").is_file() else Path.cwd()
+
+
+def shown(path) -> str:
+    """A path as result files store it: relative to the project when inside it, else its name
+    (never a machine's absolute path)."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(project_root().resolve()))
+    except ValueError:
+        return path.name
 
 
 def detect() -> str:
@@ -70,36 +86,48 @@ def dataset_dir(slug: str, owner: str | None = None, marker: str | None = None) 
 
 
 def competition_dir(data_dir: str | None = None, slug: str = COMPETITION) -> Path:
-    """The folder with train.csv/test.csv: `data_dir` if given, the Kaggle input on Kaggle,
-    else the first of LOCAL_DATA (and $COMMONLIT_DATA) that holds train.csv or test.csv."""
+    """The folder with train.csv/test.csv, looked up in one order everywhere (CLI, demo,
+    notebooks, tests, benchmarks): `data_dir` if given, $COMMONLIT_DATA, data/ at the project
+    root, then the competition attached under the Kaggle input."""
     if data_dir:
         path = Path(data_dir)
         if not path.is_dir():
             raise FileNotFoundError(f"data folder not found: {path}")
         return path
-    if detect() == "kaggle":
-        return dataset_dir(slug, marker="test.csv")
+    tried = []
     env = os.environ.get("COMMONLIT_DATA")
-    for c in ([env] if env else []) + list(LOCAL_DATA):
-        if any((Path(c) / f).is_file() for f in ("train.csv", "test.csv")):
-            return Path(c)
+    if env:
+        if not Path(env).is_dir():
+            raise FileNotFoundError(f"COMMONLIT_DATA={env}: folder not found")
+        return Path(env)
+    local = project_root() / "data"
+    if any((local / f).is_file() for f in DATA_FILES):
+        return local
+    tried.append(f"{local}/")
+    if detect() == "kaggle" or kaggle_input().is_dir():
+        try:
+            return dataset_dir(slug, marker="test.csv")
+        except FileNotFoundError:
+            tried.append(f"{kaggle_input()}/")
     raise FileNotFoundError(
-        "competition data not found: run `make data` (Kaggle credentials needed) or place "
-        "train.csv, test.csv and sample_submission.csv in data/ (see data/README.md)"
+        f"competition data not found (looked in $COMMONLIT_DATA, {', '.join(tried)}): run "
+        "`make data` (Kaggle credentials needed), place train.csv, test.csv and "
+        "sample_submission.csv in data/ (see data/README.md), or set COMMONLIT_DATA to their folder"
     )
 
 
 def working_dir(name: str = "commonlit-kit") -> Path:
     """Where outputs go: /kaggle/working on Kaggle; Google Drive on Colab when mounted (so a
-    disconnect loses nothing), else /content; the current folder locally."""
+    disconnect loses nothing), else /content; locally the project root (runs/ lands in one place
+    whether a notebook or the CLI wrote it)."""
     env = detect()
     if env == "kaggle":
         path = Path(os.environ.get("KAGGLE_WORKING_ROOT", KAGGLE_WORKING))
     elif env == "colab":
         drive = Path("/content/drive/MyDrive")
         path = drive / name if drive.is_dir() else Path("/content") / name
-    else:
-        path = Path.cwd()
+    else:  # the checkout's root, from a notebook (run in notebooks/) as from the shell
+        path = project_root()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

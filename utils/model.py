@@ -69,6 +69,15 @@ def _reinit(module: nn.Module, std: float) -> None:
         nn.init.zeros_(module.bias)
 
 
+def amp_precision(device_type: str = "cuda") -> str:
+    """What `precision="auto"` means on this machine: 'fp32' off CUDA; on CUDA 'bf16' from compute
+    capability 8 (A100, L4, H100), 'fp16' below it (T4, P100, V100). Not is_bf16_supported():
+    it answers True on a T4, which only emulates bf16, without tensor cores."""
+    if device_type != "cuda" or not torch.cuda.is_available():
+        return "fp32"
+    return "bf16" if torch.cuda.get_device_capability()[0] >= 8 else "fp16"
+
+
 def encoder_layers(backbone: nn.Module) -> nn.ModuleList:
     """The backbone's list of transformer blocks (BERT, RoBERTa, DeBERTa, ELECTRA, ... layouts)."""
     for path in ("encoder.layer", "encoder.layers", "transformer.layer", "layers", "layer"):

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from .data import Collator, DataError, TextDataset, read_csv, sorted_batches
 from .files import write_csv
-from .model import KIT_CONFIG, TextModel
+from .model import KIT_CONFIG, TextModel, amp_precision
 
 
 def fold_dirs(run) -> list:
@@ -37,7 +37,7 @@ def fold_dirs(run) -> list:
 
 def _autocast(device: torch.device, precision: str):
     if precision == "auto":
-        precision = "fp16" if device.type == "cuda" else "fp32"
+        precision = amp_precision(device.type)
     if precision == "fp32":
         return contextlib.nullcontext()
     dtype = torch.float16 if precision == "fp16" else torch.bfloat16
@@ -62,17 +62,33 @@ def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precisio
     return out
 
 
+def blank_texts(texts) -> np.ndarray:
+    """(N,) bool: texts with nothing to read (missing, empty or only whitespace)."""
+    return np.array([not isinstance(t, str) or not t.strip() for t in texts], dtype=bool)
+
+
 def predict_run(run, texts, batch_size=64, device=None, precision="auto", max_len=None,
                 progress=True) -> np.ndarray:
-    """Average over a run's folds: (N,) for one target, (N, T) for several, (N, K) class probs."""
+    """Average over a run's folds: (N,) for one target, (N, T) for several, (N, K) class probs.
+
+    A blank text gets each fold's training mean (saved with the fold) instead of a prediction.
+    """
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    texts = [str(t) for t in texts]
+    blank = blank_texts(texts)
+    usable = [t for t, b in zip(texts, blank) if not b]
     preds = []
     for folder in fold_dirs(run):
         model, tokenizer = TextModel.load(folder, device)
-        length = max_len or json.loads((folder / KIT_CONFIG).read_text())["train"]["max_len"]
+        saved = json.loads((folder / KIT_CONFIG).read_text())
+        length = max_len or saved["train"]["max_len"]
         desc = f"{Path(run).name}/{folder.name}"
-        preds.append(predict_model(model, tokenizer, texts, length, batch_size, precision, progress, desc))
+        p = np.zeros((len(blank), model.spec.num_outputs))
+        if usable:
+            p[~blank] = predict_model(model, tokenizer, usable, length, batch_size, precision,
+                                      progress, desc)
+        # Runs saved before the mean was recorded: the mean prediction of the usable rows.
+        p[blank] = saved.get("target_mean") or (p[~blank].mean(0) if usable else 0.0)
+        preds.append(p)
         del model
     p = np.mean(preds, axis=0)
     return p[:, 0] if p.shape[1] == 1 and model_task(run) == "regression" else p
@@ -158,7 +174,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", default=None)
     args = p.parse_args(argv)
     try:
-        test = read_csv(args.test_csv, args.text_col, (), args.id_col)
+        test = read_csv(args.test_csv, args.text_col, (), args.id_col, allow_blank=True)
         weights = load_blend(args.blend, args.runs) if args.blend else args.weights
         timings: dict = {}
         preds = predict(args.runs, test[args.text_col].tolist(), weights, timings,

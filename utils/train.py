@@ -30,23 +30,29 @@ from . import __version__
 from .config import TrainConfig, config_from_args, identity
 from .data import (
     REFERENCE_ID,
+    Batches,
     Collator,
     DataError,
     EpochBatches,
     TextDataset,
+    deal_evenly,
     make_folds,
     read_csv,
     read_folds,
     sorted_batches,
 )
 from .files import atomic_dir, write_csv, write_json
-from .model import ModelSpec, TextModel, encoder_layers, load_tokenizer
+from .model import ModelSpec, TextModel, amp_precision, encoder_layers, load_tokenizer
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 class RunError(RuntimeError):
     """A run folder that cannot be resumed with these arguments."""
+
+
+class TrainingError(RuntimeError):
+    """A fold that produced no usable model (e.g. every validation score NaN)."""
 
 
 # ----------------------------------------------------------------------------- data
@@ -157,13 +163,10 @@ def eval_period(cfg: TrainConfig, best: float) -> int:
 def mixed_precision(cfg: TrainConfig) -> str:
     """accelerate's mixed_precision value for cfg.precision on this machine."""
     cuda = torch.cuda.is_available()
-    if cfg.precision == "auto":
-        if not cuda:
-            return "no"
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    if cfg.precision == "fp16" and not cuda:
+    precision = amp_precision() if cfg.precision == "auto" else cfg.precision
+    if precision == "fp16" and not cuda:
         raise ValueError("--precision fp16 needs a CUDA GPU; on CPU use bf16 or fp32")
-    return {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}[cfg.precision]
+    return {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}[precision]
 
 
 def make_accelerator(cfg: TrainConfig):
@@ -180,10 +183,21 @@ def make_accelerator(cfg: TrainConfig):
     # notebook_launcher then join one gloo group (MULTI_CPU); with cpu=False each would train
     # the whole data alone and all of them would write OUT.
     cpu = not torch.cuda.is_available()
-    return Accelerator(mixed_precision=mp, gradient_accumulation_steps=cfg.grad_accum, cpu=cpu)
+    accelerator = Accelerator(mixed_precision=mp, gradient_accumulation_steps=cfg.grad_accum, cpu=cpu)
+    # The kit's batch samplers have no batch size (batches vary in length) and deal_evenly()
+    # already gives every process the same number of batches. accelerate before 1.14 refuses
+    # such a sampler unless even_batches is off (a constructor argument in some releases, a
+    # DataLoaderConfiguration in others; the attribute works in all of them).
+    accelerator.even_batches = False
+    return accelerator
 
 
 # ----------------------------------------------------------------------------- one fold
+
+
+def weights_finite(model) -> bool:
+    """False once any parameter holds NaN or inf (training has diverged for good)."""
+    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
 @torch.no_grad()
@@ -200,10 +214,11 @@ def predict_loader(model, loader, accelerator, n: int, task: str) -> np.ndarray:
     idx = accelerator.pad_across_processes(idx, pad_index=-1)
     out = accelerator.pad_across_processes(out)
     idx, out = accelerator.gather((idx, out))
-    keep = idx >= 0
-    result = np.full((n, out.shape[1]), np.nan, dtype=np.float64)
-    result[idx[keep].cpu().numpy()] = out[keep].cpu().numpy()  # repeated rows: same values
-    if np.isnan(result).any():
+    keep = (idx >= 0).cpu().numpy()
+    rows = idx.cpu().numpy()[keep]
+    result = np.zeros((n, out.shape[1]), dtype=np.float64)
+    result[rows] = out.cpu().numpy()[keep]  # repeated rows: same values
+    if len(np.unique(rows)) != n:  # by index: a diverged model's NaN predictions are still rows
         raise RuntimeError("validation predictions do not cover every row")
     model.train()
     return result
@@ -241,9 +256,11 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     )
     ydtype = torch.long if cfg.task == "classification" else torch.float32
     collate = Collator(tokenizer.pad_token_id or 0, 8, ydtype)
-    sampler = EpochBatches(train_ds.lengths, cfg.batch_size, cfg.seed + fold, cfg.group_by_length)
+    procs = accelerator.num_processes
+    sampler = EpochBatches(train_ds.lengths, cfg.batch_size, cfg.seed + fold, cfg.group_by_length, procs)
     train_dl = DataLoader(train_ds, batch_sampler=sampler, collate_fn=collate, num_workers=cfg.num_workers)
-    valid_batches = sorted_batches(valid_ds.lengths, cfg.eval_batch_size)
+    # Every process gets at least one batch (a repeat if need be; the gather drops repeated rows).
+    valid_batches = Batches(deal_evenly(sorted_batches(valid_ds.lengths, cfg.eval_batch_size), procs))
     valid_dl = DataLoader(valid_ds, batch_sampler=valid_batches, collate_fn=collate)
 
     optimizer = build_optimizer(model, cfg)
@@ -257,7 +274,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     # Not prepared: stepped exactly once per optimizer step, on every process alike.
     scheduler = get_cosine_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
 
-    best, best_state, best_pred, history = math.inf, None, None, []
+    best, best_state, best_pred, history, diverged = math.inf, None, None, [], 0
     step, next_eval, loss_sum, loss_n = 0, eval_period(cfg, math.inf), 0.0, 0
     t0 = time.time()
     bar = tqdm(total=total, desc=f"fold {fold}", disable=not (cfg.progress and accelerator.is_main_process))
@@ -299,12 +316,24 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
                 )
                 loss_sum, loss_n = 0.0, 0
                 next_eval = step + eval_period(cfg, best)
+                if not math.isfinite(m["score"]) and not weights_finite(model):
+                    diverged = step  # NaN/inf weights never recover: stop this fold now
+                    break
             if step >= total:
                 break
-        if step >= total:
+        if step >= total or diverged:
             break
     bar.close()
 
+    if best_state is None:
+        raise TrainingError(
+            f"fold {fold}: no finite validation score in {step} steps "
+            f"({'weights became NaN/inf' if diverged else 'every score was NaN/inf'} "
+            f"by step {step}, precision {accelerator.mixed_precision}); nothing was saved for "
+            "this fold. Try a lower --lr / --head-lr, or --precision fp32 or bf16 (fp16 can overflow)"
+        )
+    if diverged:
+        log(f"fold {fold}: weights became NaN/inf at step {diverged}; keeping the best checkpoint")
     final = accelerator.unwrap_model(model)
     final.load_state_dict(best_state)
     accelerator.free_memory()  # drop accelerate's references before the next fold
@@ -324,6 +353,11 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     oof["fold"] = fold
     info = {"fold": fold, "best_score": best, "steps": step, "seconds": time.time() - t0}
     info["n_train"], info["n_valid"], info["n_truncated"] = len(tr), len(va), n_cut
+    # What a blank text is predicted as at inference: the training rows' mean (class shares).
+    if cfg.task == "classification":
+        info["target_mean"] = (np.bincount(y[tr].astype(int), minlength=n_out) / len(tr)).tolist()
+    else:
+        info["target_mean"] = y[tr, : len(cfg.target_cols)].astype(float).mean(0).tolist()
     return final, tokenizer, oof, {**info, "history": history}
 
 
@@ -433,6 +467,7 @@ def run_cv(cfg: TrainConfig) -> dict:
         if accelerator.is_main_process:
             with atomic_dir(out / f"fold{fold}") as tmp:
                 model.save(tmp, tokenizer, extra={"fold": fold, "score": info["best_score"],
+                                                  "target_mean": info["target_mean"],
                                                   "train": identity(cfg)})
                 write_csv(tmp / "oof.csv", oof)
                 write_json(tmp / "history.json", info)
@@ -465,7 +500,7 @@ def main(argv=None) -> int:
     try:
         cfg = config_from_args(argv)
         run_cv(cfg)
-    except (DataError, RunError, ValueError, OSError) as e:
+    except (DataError, RunError, TrainingError, ValueError, OSError) as e:
         msg = " ".join(str(e).split())
         print(f"error: {msg}", file=sys.stderr)
         return 2
