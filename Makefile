@@ -1,5 +1,5 @@
 # make test       install everything into .venv and run the tests
-# make test-tf4   the unit tests again on the oldest versions (.venv-tf4: transformers 4.57, accelerate 0.26.0)
+# make test-tf4   the unit tests again on the oldest versions (.venv-tf4: transformers 4.57, accelerate 0.24.1)
 # make demo       run the four notebooks in order on all-MiniLM-L6-v2 and the data it finds
 # make data       download the competition data into data/ (needs Kaggle credentials)
 SHELL := /bin/bash
@@ -16,7 +16,7 @@ TORCH_PIP = $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --extra-index-url htt
 VENV_TF4 ?= .venv-tf4
 PY_TF4 := $(VENV_TF4)/bin/python
 TF4 ?= transformers==4.57.*
-ACCELERATE_FLOOR ?= accelerate==0.26.0
+ACCELERATE_FLOOR ?= accelerate==0.24.1
 # pip here prints many harmless "Location ... is ignored" warnings: drop them, keep pip's exit code.
 QUIET_PIP = 2>&1 | { grep -v "is ignored" || true; }; test $${PIPESTATUS[0]} -eq 0
 

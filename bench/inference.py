@@ -57,7 +57,7 @@ def predict_fixed(model, tokenizer, texts, max_len: int, batch_size: int) -> np.
 @torch.no_grad()
 def fit_head(model, tokenizer, texts, targets, max_len: int, batch_size: int) -> float:
     """Ridge head on the fp32 pooled features (a stand-in for a trained head); returns its alpha."""
-    from utils.data import Collator, TextDataset, sorted_batches
+    from utils.batching import Collator, TextDataset, sorted_batches
 
     ds = TextDataset(texts, tokenizer, max_len)
     collate = Collator(tokenizer.pad_token_id or 0)

@@ -4,18 +4,15 @@ import pytest
 import torch
 from conftest import tiny_frame
 
-from utils.data import (
+from utils.batching import (
     Collator,
-    DataError,
     EpochBatches,
     TextDataset,
     deal_evenly,
     length_grouped_batches,
-    make_folds,
-    read_csv,
-    read_folds,
     sorted_batches,
 )
+from utils.data import DataError, make_folds, read_csv, read_folds
 from utils.model import load_tokenizer
 
 

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from test_train import cfg_for
 
-from utils.data import EpochBatches
+from utils.batching import EpochBatches
 from utils.train import run_cv
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from scipy.optimize import minimize
 
 from .data import DataError
 from .files import write_json
-from .train import rmse
+from .metrics import rmse
 
 
 def load_oofs(runs, target="target") -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""Atomic writes: every file and folder the kit produces appears whole or not at all."""
+"""Files on disk: atomic writes (every file and folder the kit produces appears whole or not at
+all) and a run folder's finished folds."""
 
 from __future__ import annotations
 
@@ -10,21 +11,28 @@ import tempfile
 from pathlib import Path
 
 
-def _atomic_file(path, write) -> None:
+@contextlib.contextmanager
+def atomic_file(path):
+    """Yield a temp path beside `path` to write; on success it replaces `path` in one rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     os.chmod(tmp, 0o644)  # mkstemp's 0600 would survive the rename
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            write(f)
-            f.flush()
+        yield Path(tmp)
+        with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)  # atomic on POSIX and Windows
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
         raise
+
+
+def _atomic_file(path, write) -> None:
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+        write(f)
 
 
 def write_json(path, obj) -> None:
@@ -52,3 +60,15 @@ def atomic_dir(path):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def fold_dirs(run, required: bool = True) -> list:
+    """A run's finished fold folders (fold0, fold1, ...; a fold folder appears only when complete),
+    in fold order; with `required`, an error naming the run when there is none."""
+    run = Path(run)
+    if required and not run.is_dir():
+        raise FileNotFoundError(f"run folder not found: {run}")
+    found = sorted((p for p in run.glob("fold[0-9]*") if p.is_dir()), key=lambda p: int(p.name[4:]))
+    if required and not found:
+        raise FileNotFoundError(f"run folder {run} has no finished fold (fold0/, fold1/, ...)")
+    return found

@@ -19,20 +19,10 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from .data import Collator, DataError, TextDataset, read_csv, sorted_batches
-from .files import write_csv
+from .batching import Collator, TextDataset, sorted_batches
+from .data import DataError, read_csv
+from .files import fold_dirs, write_csv
 from .model import KIT_CONFIG, TextModel, amp_precision
-
-
-def fold_dirs(run) -> list:
-    """The finished fold folders of a run (fold0, fold1, ...); error when there is none."""
-    run = Path(run)
-    if not run.is_dir():
-        raise FileNotFoundError(f"run folder not found: {run}")
-    found = sorted((p for p in run.glob("fold[0-9]*") if p.is_dir()), key=lambda p: int(p.name[4:]))
-    if not found:
-        raise FileNotFoundError(f"run folder {run} has no finished fold (fold0/, fold1/, ...)")
-    return found
 
 
 def _autocast(device: torch.device, precision: str):

@@ -27,21 +27,11 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from . import __version__
+from .batching import Batches, Collator, EpochBatches, TextDataset, deal_evenly, sorted_batches
 from .config import TrainConfig, config_from_args, identity
-from .data import (
-    REFERENCE_ID,
-    Batches,
-    Collator,
-    DataError,
-    EpochBatches,
-    TextDataset,
-    deal_evenly,
-    make_folds,
-    read_csv,
-    read_folds,
-    sorted_batches,
-)
-from .files import atomic_dir, write_csv, write_json
+from .data import REFERENCE_ID, DataError, make_folds, read_csv, read_folds
+from .files import atomic_dir, fold_dirs, write_csv, write_json
+from .metrics import rmse
 from .model import ModelSpec, TextModel, amp_precision, encoder_layers, load_tokenizer
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -89,11 +79,6 @@ def targets_of(cfg: TrainConfig, df: pd.DataFrame, labels=None) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- metrics
-
-
-def rmse(y, p) -> float:
-    """Root mean squared error."""
-    return float(np.sqrt(np.mean((np.asarray(y, float) - np.asarray(p, float)) ** 2)))
 
 
 def scores(cfg: TrainConfig, y: np.ndarray, pred: np.ndarray) -> dict:
@@ -408,8 +393,8 @@ def assign_folds(cfg: TrainConfig, df: pd.DataFrame, out: Path) -> np.ndarray:
 
 
 def finished_folds(out: Path) -> list:
-    """Fold numbers whose folder exists in OUT (a fold folder appears only when complete)."""
-    return sorted(int(p.name[4:]) for p in Path(out).glob("fold[0-9]*") if p.is_dir())
+    """Fold numbers of OUT's finished folds."""
+    return [int(p.name[4:]) for p in fold_dirs(out, required=False)]
 
 
 def summarize(cfg: TrainConfig, out: Path) -> dict:

@@ -1,0 +1,144 @@
+"""Tokenized datasets, dynamic padding and batch orders (for training, validation, inference)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class TextDataset(torch.utils.data.Dataset):
+    """Token ids (unpadded, truncated to max_len) and optional targets; item i keeps its index."""
+
+    def __init__(self, texts, tokenizer, max_len: int, targets=None):
+        texts = [str(t) for t in texts]
+        enc = tokenizer(texts, truncation=True, max_length=max_len)
+        self.input_ids = enc["input_ids"]
+        self.lengths = np.array([len(x) for x in self.input_ids])
+        # Texts that were cut: the truncated length hits max_len and the untruncated is longer.
+        at_limit = [t for t, n in zip(texts, self.lengths) if n >= max_len]
+        full = tokenizer(at_limit)["input_ids"] if at_limit else []
+        self.n_truncated = int(sum(len(x) > max_len for x in full))
+        self.targets = None if targets is None else np.asarray(targets)
+
+    def __len__(self):
+        return len(self.input_ids)
+
+    def __getitem__(self, i):
+        item = {"input_ids": self.input_ids[i], "index": i}
+        if self.targets is not None:
+            item["target"] = self.targets[i]
+        return item
+
+
+class Collator:
+    """Dynamic padding: pad a batch to its longest sequence, rounded up to a multiple of 8."""
+
+    def __init__(self, pad_token_id: int, multiple: int = 8, target_dtype=torch.float32):
+        self.pad_token_id = pad_token_id
+        self.multiple = multiple
+        self.target_dtype = target_dtype
+
+    def __call__(self, items):
+        longest = max(len(x["input_ids"]) for x in items)
+        width = -(-longest // self.multiple) * self.multiple
+        ids = torch.full((len(items), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(items), width), dtype=torch.long)
+        for row, x in enumerate(items):
+            n = len(x["input_ids"])
+            ids[row, :n] = torch.as_tensor(x["input_ids"])
+            mask[row, :n] = 1
+        batch = {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "index": torch.tensor([x["index"] for x in items]),
+        }
+        if "target" in items[0]:
+            batch["target"] = torch.as_tensor(np.stack([x["target"] for x in items]), dtype=self.target_dtype)
+        return batch
+
+
+def length_grouped_batches(lengths, batch_size: int, seed: int, mega: int = 50) -> list:
+    """Shuffled batches of similar length: shuffle, sort within windows of mega*batch, shuffle batches."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(lengths))
+    batches = []
+    window = batch_size * mega
+    for start in range(0, len(order), window):
+        chunk = order[start : start + window]
+        chunk = chunk[np.argsort(-np.asarray(lengths)[chunk], kind="stable")]
+        batches += [chunk[i : i + batch_size].tolist() for i in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def shuffled_batches(n: int, batch_size: int, seed: int) -> list:
+    """Plain shuffled batches."""
+    order = np.random.default_rng(seed).permutation(n)
+    return [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
+
+
+def deal_evenly(batches: list, processes: int) -> list:
+    """Batches repeated from the start until their count is a multiple of `processes`.
+
+    Each process of a data-parallel run then gets the same number of whole batches, whatever the
+    accelerate version (what its `even_batches` does in 1.14+; older releases refuse a batch
+    sampler without a batch size unless `even_batches=False`, and then leave the counts uneven,
+    which would hang the gradient all-reduce).
+    """
+    if processes <= 1 or not batches:
+        return batches
+    extra = -len(batches) % processes
+    return batches + [batches[i % len(batches)] for i in range(extra)]
+
+
+def sorted_batches(lengths, batch_size: int) -> list:
+    """Inference batches, longest first, so each batch pads little; map results back with `index`."""
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+
+
+class Batches(torch.utils.data.Sampler):
+    """A fixed list of batches as a batch sampler (validation, inference)."""
+
+    batch_size = None  # sizes vary: see EpochBatches
+
+    def __init__(self, batches: list):
+        self.batches = batches
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self):
+        return len(self.batches)
+
+
+class EpochBatches(torch.utils.data.Sampler):
+    """A batch sampler that draws a new batch order each epoch (seed + epoch), reproducibly."""
+
+    # None, not the size: given a batch size, accelerate's multi-process sharder only yields a
+    # round of batches whose last is full, so a length-grouped epoch (short batch anywhere)
+    # silently lost batches. With None, whole batches are dealt to the processes in turn. The
+    # attribute must exist: accelerate < 1.0 reads it unguarded.
+    batch_size = None
+
+    def __init__(self, lengths, batch_size: int, seed: int, group_by_length: bool, processes: int = 1):
+        self.lengths, self.size, self.seed = lengths, batch_size, seed
+        self.group_by_length, self.processes = group_by_length, processes
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _batches(self):
+        seed = self.seed * 1000 + self.epoch
+        if self.group_by_length:
+            batches = length_grouped_batches(self.lengths, self.size, seed)
+        else:
+            batches = shuffled_batches(len(self.lengths), self.size, seed)
+        return deal_evenly(batches, self.processes)
+
+    def __iter__(self):
+        return iter(self._batches())
+
+    def __len__(self):
+        n = -(-len(self.lengths) // self.size)
+        return n + (-n % self.processes if n else 0)
