@@ -1,5 +1,5 @@
 # make test       install everything into .venv and run the tests
-# make test-tf4   the unit tests again on the oldest versions (.venv-tf4: transformers 4.57, accelerate 0.24.1)
+# make test-tf4   the unit tests again on the oldest versions (.venv-tf4: transformers 4.57, accelerate 0.24.1, kaggle 1.8.4)
 # make demo       run the four notebooks in order on all-MiniLM-L6-v2 and the data it finds
 # make data       download the competition data into data/ (needs Kaggle credentials)
 SHELL := /bin/bash
@@ -12,11 +12,13 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 TORCH_PIP = $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --extra-index-url https://pypi.org/simple,)
 # The oldest versions the kit declares, where Kaggle's image may still be: a second venv runs the
-# unit tests (data-parallel training included) on transformers 4.x and accelerate's floor.
+# unit tests (data-parallel training, the kaggle CLI) on transformers 4.x and the floors of
+# accelerate and kaggle.
 VENV_TF4 ?= .venv-tf4
 PY_TF4 := $(VENV_TF4)/bin/python
 TF4 ?= transformers==4.57.*
 ACCELERATE_FLOOR ?= accelerate==0.24.1
+KAGGLE_FLOOR ?= kaggle==1.8.4
 # pip here prints many harmless "Location ... is ignored" warnings: drop them, keep pip's exit code.
 QUIET_PIP = 2>&1 | { grep -v "is ignored" || true; }; test $${PIPESTATUS[0]} -eq 0
 
@@ -39,9 +41,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	touch $@
 
 $(VENV_TF4)/.installed: requirements.txt requirements-dev.txt pyproject.toml
-	$(call make_venv,$(VENV_TF4),"$(TF4)" "$(ACCELERATE_FLOOR)")
+	$(call make_venv,$(VENV_TF4),"$(TF4)" "$(ACCELERATE_FLOOR)" "$(KAGGLE_FLOOR)")
 	$(PY_TF4) -c "import transformers as t; assert t.__version__.startswith('4.'), t.__version__"
 	$(PY_TF4) -c "import accelerate as a; assert '$(ACCELERATE_FLOOR)'.endswith('=' + a.__version__), a.__version__"
+	$(PY_TF4) -c "import importlib.metadata as m; v = m.version('kaggle'); assert '$(KAGGLE_FLOOR)'.endswith('=' + v), v"
 	touch $@
 
 install: $(VENV)/.installed
@@ -54,8 +57,8 @@ test: install
 test-unit: install
 	$(PY) -m pytest -q -m "not integration"
 
-# Unit tests only (tests/test_distributed.py among them: 2-process training on the accelerate
-# floor). Left out, as the slowest and adding nothing version-specific: the integration tests
+# Unit tests only (tests/test_distributed.py and tests/test_kaggle_cli.py among them: 2-process
+# training and the kaggle CLI at their floors). Left out, as the slowest and adding nothing version-specific: the integration tests
 # (same code paths on a real model) and the notebook tests (notebooks only call utils).
 test-tf4: install-tf4
 	$(PY_TF4) -m pytest -q -m "not integration" --ignore=tests/test_notebooks.py

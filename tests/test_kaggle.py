@@ -34,11 +34,11 @@ OWNER = "kituser"
 SUB_PARAMS = ("kit_dataset", "models_dataset", "runs", "blend_json", "data_dir", "out_dir")
 PARAMS = {  # what each notebook's parameters cell declares in these tests
     "01_eda": ("kit_dataset", "data_dir"),
-    "02_train": ("kit_dataset", "model_name", "data_dir"),
+    "02_train": ("kit_dataset", "model_name", "num_processes", "data_dir"),
     "03_ensemble": ("kit_dataset", "runs", "runs_dir"),
     "04_submission": (*SUB_PARAMS, "batch_size"),
 }
-DEFAULTS = {"runs": ["x"], "batch_size": 64, "model_name": "roberta-base"}
+DEFAULTS = {"runs": ["x"], "batch_size": 64, "model_name": "roberta-base", "num_processes": 1}
 
 # The setup cell of the kit's notebooks: the kit from the attached dataset, first on sys.path.
 SETUP = """\
@@ -314,12 +314,13 @@ def test_kernels_metadata_and_parameters(bundles):
         assert meta["id"] == f"{OWNER}/commonlit-kit-{role}"
         assert slugify(meta["title"]) == folder.name  # else `kernels push` refuses the title
         assert (folder / meta["code_file"]).is_file() and meta["code_file"].endswith(".ipynb")
-        assert (meta["language"], meta["kernel_type"], meta["machine_shape"]) == (
-            "python",
-            "notebook",
-            "NvidiaTeslaT4",
-        )
-        assert meta["is_private"] is True and meta["enable_gpu"] is True
+        assert (meta["language"], meta["kernel_type"]) == ("python", "notebook")
+        # A GPU only where it is used: training (both T4s) and inference; "GPU T4 x2" is
+        # Kaggle's NvidiaTeslaT4. EDA and blending run on CPU, with no machine_shape.
+        gpu = role in ("train", "submission")
+        assert meta["enable_gpu"] is gpu and k["gpu"] is gpu
+        assert meta.get("machine_shape") == ("NvidiaTeslaT4" if gpu else None)
+        assert meta["is_private"] is True and meta["enable_tpu"] is False
         assert meta["competition_sources"] == ["commonlitreadabilityprize"]
         assert meta["enable_internet"] is (role == "train")
         want = [code_ref, models_ref] if role in ("ensemble", "submission") else [code_ref]
@@ -345,11 +346,11 @@ def test_kernels_metadata_and_parameters(bundles):
         "kit_dataset": "commonlit-kit-code",
         "runs": ["bert-attn", "bert-mean"],
     }
-    assert (
-        kernels["train"]["parameters"]
-        == kernels["eda"]["parameters"]
-        == {"kit_dataset": "commonlit-kit-code"}
-    )
+    assert kernels["eda"]["parameters"] == {"kit_dataset": "commonlit-kit-code"}
+    assert kernels["train"]["parameters"] == {
+        "kit_dataset": "commonlit-kit-code",
+        "num_processes": 2,
+    }
     single = {k["role"]: k for k in bundles["single"]["kernels"]}["submission"]["parameters"]
     assert single["runs"] == ["bert-attn"] and single["blend_json"] == ""
 
@@ -357,7 +358,7 @@ def test_kernels_metadata_and_parameters(bundles):
 def test_kernel_sources_replace_the_models_dataset(trained, tmp_path):
     nbs = fake_notebooks(tmp_path / "nbs")
     out = build(
-        ["bert-attn"],
+        ["runs/bert-attn"],
         OWNER,
         tmp_path / "b",
         kernel_sources=f"{OWNER}/kit-train-run",
@@ -370,6 +371,10 @@ def test_kernel_sources_replace_the_models_dataset(trained, tmp_path):
     assert meta["kernel_sources"] == [f"{OWNER}/kit-train-run"]
     assert meta["dataset_sources"] == [f"{OWNER}/commonlit-kit-code"]
     assert sub["parameters"]["models_dataset"] == "kit-train-run"
+    assert sub["parameters"]["runs"] == ["runs/bert-attn"]  # where the train kernel wrote it
+    for bad in ("../bert-attn", "/kaggle/working/runs/bert-attn"):
+        with pytest.raises(BundleError, match="inside the source kernel's output"):
+            build([bad], OWNER, tmp_path / "c", kernel_sources=f"{OWNER}/kit-train-run")
     with pytest.raises(BundleError, match="OWNER/KERNEL"):
         build(["r"], OWNER, tmp_path / "c", kernel_sources="nokernel", notebooks=nbs)
 
@@ -425,64 +430,114 @@ def test_commands_printed_in_order_and_nothing_runs_without_push(trained, tmp_pa
         *map(str, nbs),
     ]
     assert main(argv, runner=_no_network) == 0
-    lines = [ln.strip() for ln in capsys.readouterr().out.splitlines()]
+    text = capsys.readouterr().out
+    lines = [ln.strip() for ln in text.splitlines()]
     steps = [m.group(1) for m in map(re.compile(r"^\d+\. (.*)").match, lines) if m]
     assert steps == [
         f"kaggle datasets create -p {out}/commonlit-kit-code --dir-mode zip",
         f"kaggle datasets create -p {out}/commonlit-kit-models --dir-mode zip",
-        *[
-            f"kaggle kernels push -p {out}/kernels/commonlit-kit-{r}"
-            for r in ("eda", "train", "ensemble", "submission")
-        ],
-        "kaggle competitions submit commonlitreadabilityprize -k kituser/commonlit-kit-submission "
-        "-v N -m 'commonlit-kit 0.1.0'",
+        f"kaggle kernels push -p {out}/kernels/commonlit-kit-submission",
+        "kaggle competitions submit commonlitreadabilityprize -f submission.csv "
+        "-k kituser/commonlit-kit-submission -v N -m 'commonlit-kit 0.1.0'",
     ]
     version = f"kaggle datasets version -p {out}/commonlit-kit-code -m 'commonlit-kit 0.1.0' --dir-mode zip"
-    assert any(version in ln for ln in lines)
+    assert any(ln.endswith(f"exists, instead: {version}") for ln in lines)
+    # The other kernels: listed after the steps, each with what it runs on, pushed on request.
+    optional = text[text.index("Optional:") :].splitlines()
+    assert "--kernels eda train ensemble" in optional[0]
+    assert [ln.strip() for ln in optional[1:] if ln.strip()] == [
+        f"kaggle kernels push -p {out}/kernels/commonlit-kit-eda  # CPU",
+        f"kaggle kernels push -p {out}/kernels/commonlit-kit-train  # GPU T4 x2, num_processes=2",
+        f"kaggle kernels push -p {out}/kernels/commonlit-kit-ensemble  # CPU",
+    ]
     assert any("fp16" in ln and "models dataset" in ln for ln in lines)
+    with pytest.raises(SystemExit, match="2"):  # --kernels names what --push pushes
+        main([*argv, "--kernels", "train"], runner=_no_network)
+    assert "add --push" in capsys.readouterr().err
+
+
+class Done:
+    def __init__(self, rc, out=""):
+        self.returncode, self.stdout, self.stderr = rc, out, ""
 
 
 def test_push_creates_or_versions_then_pushes(trained, tmp_path, capsys):
     calls = []
-
-    class Done:
-        def __init__(self, rc, out=""):
-            self.returncode, self.stdout, self.stderr = rc, out, ""
+    cli = kaggle._kaggle()
 
     def runner(argv, **kw):
-        args = argv[argv.index("kaggle") + 1 :] if "kaggle" in argv else argv
-        calls.append(args[:2] + ([args[2]] if args[:2] == ["datasets", "status"] else []))
+        assert argv[: len(cli)] == cli
+        args = argv[len(cli) :]
+        calls.append(args[:2] + [args[args.index("-p") + 1] if "-p" in args else args[2]])
         if args[:2] == ["datasets", "status"]:
             exists = "commonlit-kit-code" in args[2]  # the code dataset exists, models not yet
             seen = sum(c[:2] == ["datasets", "status"] and c[2] == args[2] for c in calls)
             return Done(0, "ready") if exists or seen > 1 else Done(1, "404 Not Found")
+        if args[:2] == ["kernels", "push"]:
+            return Done(0, "Kernel version 12 successfully pushed.  Please check progress at x")
         return Done(0, "ok")
 
-    nbs = fake_notebooks(tmp_path / "nbs")[3:]
-    argv = [
-        "build",
-        "--runs",
-        str(trained["runs"][0]),
-        "--owner",
-        OWNER,
-        "--out",
-        str(tmp_path / "b"),
-        "--no-wheel",
-        "--push",
-        "--notebooks",
-        *map(str, nbs),
-    ]
+    nbs = fake_notebooks(tmp_path / "nbs")
+    b = tmp_path / "b"
+    argv = ["build", "--runs", str(trained["runs"][0]), "--owner", OWNER, "--out", str(b)]
+    argv += ["--no-wheel", "--push", "--notebooks", *map(str, nbs)]
     assert main(argv, runner=runner) == 0
     code, models = f"{OWNER}/commonlit-kit-code", f"{OWNER}/commonlit-kit-models"
     assert calls == [
         ["datasets", "status", code],
-        ["datasets", "version"],
+        ["datasets", "version", str(b / "commonlit-kit-code")],
         ["datasets", "status", code],
         ["datasets", "status", models],
-        ["datasets", "create"],
+        ["datasets", "create", str(b / "commonlit-kit-models")],
         ["datasets", "status", models],
-        ["kernels", "push"],
+        ["kernels", "push", str(b / "kernels" / "commonlit-kit-submission")],  # only this one
     ]
+    submit = (
+        "kaggle competitions submit commonlitreadabilityprize -f submission.csv "
+        f"-k {OWNER}/commonlit-kit-submission -v 12 -m 'commonlit-kit 0.1.0'"
+    )
+    assert submit in [ln.strip() for ln in capsys.readouterr().out.splitlines()]
+
+    calls.clear()
+    assert main([*argv, "--kernels", "ensemble", "eda"], runner=runner) == 0
+    pushed = [Path(c[2]).name for c in calls if c[:2] == ["kernels", "push"]]
+    assert pushed == ["commonlit-kit-eda", "commonlit-kit-ensemble", "commonlit-kit-submission"]
+
+
+def test_submission_waits_for_its_source_kernel(tmp_path, capsys):
+    """Training on Kaggle: the submission kernel reads the train kernel's output, so pushing
+    both at once would run it on nothing; the train kernel goes alone, the rest is printed."""
+    calls = []
+
+    def runner(argv, **kw):
+        calls.append(argv[len(kaggle._kaggle()) :])
+        return Done(0, "ready" if "status" in argv else "Kernel version 1 successfully pushed.")
+
+    nbs = fake_notebooks(tmp_path / "nbs")
+    train = f"{OWNER}/commonlit-kit-train"
+    argv = ["build", "--runs", "runs/roberta-base-attention", "--kernel-sources", train]
+    argv += ["--owner", OWNER, "--out", str(tmp_path / "b"), "--no-wheel", "--push"]
+    assert main([*argv, "--kernels", "train", "--notebooks", *map(str, nbs)], runner) == 0
+    pushes = [Path(c[3]).name for c in calls if c[:2] == ["kernels", "push"]]
+    assert pushes == ["commonlit-kit-train"]
+    out = capsys.readouterr().out
+    after = out[out.index(f"When {train} has finished") :]
+    assert f"kaggle kernels push -p {tmp_path}/b/kernels/commonlit-kit-submission" in after
+
+
+def test_push_stops_when_kaggle_refuses(trained, tmp_path, capsys):
+    """The kaggle CLI exits 0 on a refused dataset or kernel; its message is what tells."""
+
+    def runner(argv, **kw):
+        if "status" in argv:
+            return Done(1, "404")
+        return Done(0, "Dataset creation error: The requested title is already in use")
+
+    nbs = fake_notebooks(tmp_path / "nbs")[3:]
+    argv = ["build", "--runs", str(trained["runs"][0]), "--owner", OWNER]
+    argv += ["--out", str(tmp_path / "b"), "--no-wheel", "--push", "--notebooks", *map(str, nbs)]
+    assert main(argv, runner=runner) == 2
+    assert "`kaggle datasets create` failed (exit 0)" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- the proof

@@ -75,10 +75,38 @@ def test_options_dropout_reinit_checkpointing(tiny_bert):
     bottom = lambda m: encoder_layers(m.backbone)[0].output.dense.weight  # noqa: E731
     assert not torch.equal(top(plain), top(reinit))
     assert torch.equal(bottom(plain), bottom(reinit))
-    ckpt = TextModel.from_backbone(tiny_bert, ModelSpec(), gradient_checkpointing=True).train()
-    ids = torch.tensor([[2, 5, 6, 3]])
-    ckpt(ids, torch.ones_like(ids)).sum().backward()
-    assert ckpt.backbone.is_gradient_checkpointing
+
+
+def _saved_for_backward(model, ids) -> tuple[int, dict]:
+    """Bytes of tensors autograd keeps for backward in one training forward, and the gradients."""
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel() * t.element_size())
+        return t
+
+    model.train()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(ids, torch.ones_like(ids)).sum()
+    loss.backward()
+    return sum(saved), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_gradient_checkpointing_keeps_less_for_backward_and_the_same_gradients(tiny_bert):
+    # What checkpointing is for: the encoder layers' activations are not kept for backward (they
+    # are recomputed), while the gradients stay the same.
+    ids = torch.randint(5, 40, (4, 64))
+    torch.manual_seed(0)
+    plain = TextModel.from_backbone(tiny_bert, ModelSpec())
+    torch.manual_seed(0)
+    ckpt = TextModel.from_backbone(tiny_bert, ModelSpec(), gradient_checkpointing=True)
+    assert ckpt.backbone.is_gradient_checkpointing and not plain.backbone.is_gradient_checkpointing
+    kept_plain, grads_plain = _saved_for_backward(plain, ids)
+    kept_ckpt, grads_ckpt = _saved_for_backward(ckpt, ids)
+    assert kept_ckpt < 0.5 * kept_plain, (kept_ckpt, kept_plain)
+    assert grads_plain.keys() == grads_ckpt.keys()
+    for name in grads_plain:
+        assert torch.allclose(grads_plain[name], grads_ckpt[name], atol=1e-5), name
 
 
 def test_layer_mix_is_a_trained_parameter(tiny_bert):

@@ -2,7 +2,9 @@
 
     python -m utils.kaggle build --runs runs/rb-attn runs/rl-attn --owner me --out bundle \
         --blend blend.json            # prints the upload, push and submit commands, in order
-    python -m utils.kaggle build ... --push   # also uploads the datasets and pushes the kernels
+    python -m utils.kaggle build ... --push   # also uploads the datasets, pushes the submission
+                                              # kernel and prints the submit command
+    python -m utils.kaggle build ... --push --kernels train   # ... and retrains on Kaggle's GPU
 
 Writes (each folder atomically):
     OUT/<name>-code/     the `utils` package, a wheel of the project, dataset-metadata.json
@@ -10,7 +12,10 @@ Writes (each folder atomically):
                          folds.csv, metrics.json, config.json; blend.json; dataset-metadata.json
     OUT/kernels/<name>-<eda|train|ensemble|submission>/   notebook + kernel-metadata.json
 Nothing touches the network without --push; `kaggle` is imported by nobody here (it
-authenticates at import time): --push runs the kaggle CLI in a subprocess.
+authenticates at import time): --push runs the kaggle CLI in a subprocess. Pushing a kernel runs
+it (on Kaggle's GPU quota when it asks for one), so --push pushes only the submission kernel
+unless --kernels names others. Needs kaggle>=1.8.4: the first release that sends
+kernel-metadata.json's machine_shape and accepts `competitions submit -k -v` with `-f`.
 """
 
 from __future__ import annotations
@@ -38,7 +43,15 @@ NOTEBOOKS = tuple(
     ROOT / "notebooks" / f
     for f in ("01_eda.ipynb", "02_train.ipynb", "03_ensemble.ipynb", "04_submission.ipynb")
 )
+# kernel-metadata.json `machine_shape` of a GPU kernel. Kaggle's only T4 offer is "GPU T4 x2" and
+# "NvidiaTeslaT4" is its name: the kaggle CLI's own help for `kernels push --accelerator` says
+# "'NvidiaTeslaT4' for GPU T4 x2" (kaggle 2.2), and its list of retired shapes sends the old
+# "NvidiaTeslaP100" to "the default GPU (NvidiaTeslaT4)". There is no single-T4 shape, so a kernel
+# asking for a GPU gets two, and the train kernel is told to use both (num_processes=T4_GPUS).
+# A CPU kernel sets enable_gpu false and no machine_shape: it spends no GPU quota.
 MACHINE_SHAPE = "NvidiaTeslaT4"
+T4_GPUS = 2
+SUBMISSION_FILE = "submission.csv"  # what the submission kernel writes; `competitions submit -f`
 # "other" is always accepted by Kaggle; the kit's own license (MIT) travels as LICENSE.
 DEFAULT_LICENSE = "other"
 FP16_TOL = 1e-3  # max |fp16 - fp32| prediction difference a bundle may have
@@ -57,13 +70,24 @@ SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 # What each notebook becomes, by its name without the number: the parameters injected
 # (required: the notebook's parameters cell must declare them; optional: injected when declared),
-# whether it reads the models dataset, and whether the kernel may use the internet.
+# whether it reads the models dataset, may use the internet, and runs on a GPU (T4 x2).
 ROLES = {
-    "eda": dict(required=("kit_dataset",), optional=(), models=False, internet=False),
-    # Training fetches a hub backbone, so its kernel may use the internet.
-    "train": dict(required=("kit_dataset",), optional=(), models=False, internet=True),
+    "eda": dict(required=("kit_dataset",), optional=(), models=False, internet=False, gpu=False),
+    # Training fetches a hub backbone (internet on) and trains data-parallel on both T4s.
+    "train": dict(
+        required=("kit_dataset", "num_processes"),
+        optional=(),
+        models=False,
+        internet=True,
+        gpu=True,
+    ),
+    # Fitting blend weights on out-of-fold predictions needs no GPU.
     "ensemble": dict(
-        required=("kit_dataset", "runs"), optional=("models_dataset",), models=True, internet=False
+        required=("kit_dataset", "runs"),
+        optional=("models_dataset",),
+        models=True,
+        internet=False,
+        gpu=False,
     ),
     # The inference kernel of a code competition must run with the internet off.
     "submission": dict(
@@ -71,8 +95,12 @@ ROLES = {
         optional=(),
         models=True,
         internet=False,
+        gpu=True,
     ),
 }
+# Pushed by --push on every call; the others only when named with --kernels (a push runs them).
+ALWAYS_PUSHED = "submission"
+OPTIONAL_KERNELS = tuple(r for r in ROLES if r != ALWAYS_PUSHED)
 
 
 class BundleError(ValueError):
@@ -378,26 +406,29 @@ def inject_parameters(nb: dict, params: dict) -> dict:
 
 
 def kernel_metadata(
-    owner: str, slug: str, code_file: str, internet: bool, datasets, kernels=()
+    owner: str, slug: str, code_file: str, internet: bool, datasets, kernels=(), gpu: bool = True
 ) -> dict:
-    """kernel-metadata.json content for a private GPU notebook kernel of the competition."""
+    """kernel-metadata.json content for a private notebook kernel of the competition: on a
+    "GPU T4 x2" machine when `gpu`, else on CPU (no machine_shape)."""
     check_slug(slug, "kernel", lo=5)
-    return {
+    meta = {
         "id": f"{check_owner(owner)}/{slug}",
         "title": title_of(slug, "kernel"),
         "code_file": code_file,
         "language": "python",
         "kernel_type": "notebook",
         "is_private": True,
-        "enable_gpu": True,
+        "enable_gpu": gpu,
         "enable_tpu": False,
         "enable_internet": internet,
-        "machine_shape": MACHINE_SHAPE,
         "dataset_sources": list(datasets),
         "competition_sources": [COMPETITION],
         "kernel_sources": list(kernels),
         "model_sources": [],
     }
+    if gpu:
+        meta["machine_shape"] = MACHINE_SHAPE
+    return meta
 
 
 def build_kernel(
@@ -421,7 +452,9 @@ def build_kernel(
         for k in (*spec["required"], *spec["optional"])
         if k in declared and k in values
     }
-    meta = kernel_metadata(owner, slug, Path(notebook).name, spec["internet"], datasets, kernels)
+    meta = kernel_metadata(
+        owner, slug, Path(notebook).name, spec["internet"], datasets, kernels, spec["gpu"]
+    )
     with atomic_dir(dest) as tmp:
         text = json.dumps(inject_parameters(nb, params), indent=1, ensure_ascii=False) + "\n"
         (tmp / Path(notebook).name).write_text(text, encoding="utf-8")
@@ -432,6 +465,7 @@ def build_kernel(
         "role": role,
         "parameters": params,
         "internet": spec["internet"],
+        "gpu": spec["gpu"],
     }
 
 
@@ -461,9 +495,14 @@ def build(
     check_owner(owner)
     code_slug = check_slug(f"{name}-code", "code dataset")
     models_slug = check_slug(f"{name}-models", "models dataset")
-    names = [Path(r).name for r in runs]
+    # From a kernel's output the runs are paths inside it (e.g. runs/roberta-base-attention);
+    # bundled runs become folders of the models dataset, named after the run folders.
+    names = [Path(r).as_posix() if kernel_sources else Path(r).name for r in runs]
     if not names:
         raise BundleError("give at least one run folder with --runs")
+    bad = [r for r in names if Path(r).is_absolute() or ".." in Path(r).parts]
+    if bad:
+        raise BundleError(f"--runs {' '.join(bad)}: give paths inside the source kernel's output")
     kernels = []
     if kernel_sources:
         parts = kernel_sources.split("/")
@@ -477,7 +516,14 @@ def build(
         role = kernel_role(nb)
         kernel_plan.append((Path(nb), check_slug(f"{name}-{role}", "kernel", lo=5), role))
 
-    result = {"owner": owner, "code": None, "models": None, "kernels": [], "errors": []}
+    result = {
+        "owner": owner,
+        "code": None,
+        "models": None,
+        "kernels": [],
+        "kernel_sources": kernels,
+        "errors": [],
+    }
     result["code"] = build_code(out / code_slug, owner, code_slug, wheel, license_name)
     if not kernel_sources:
         result["models"] = build_models(
@@ -492,6 +538,7 @@ def build(
         "blend_json": blend_json,
         "data_dir": "",
         "out_dir": "",
+        "num_processes": T4_GPUS,
     }
     for nb, slug, role in kernel_plan:
         if not nb.is_file():
@@ -510,101 +557,160 @@ def build(
     return result
 
 
+# How the `kaggle` console script enters the CLI: `python -m kaggle` fails before kaggle 2.1
+# (no kaggle/__main__.py in 1.8 or 2.0).
+KAGGLE_ENTRY = "import sys; from kaggle.cli import main; sys.argv[0] = 'kaggle'; sys.exit(main())"
+# What the kaggle CLI prints (with exit code 0) when the server refused part of a request.
+KAGGLE_REFUSED = re.compile(r"creation error|push error|not valid", re.I)
+PUSHED_VERSION = re.compile(r"Kernel version (\d+) successfully")
+
+
 def _kaggle() -> list:
     # The CLI of this interpreter when installed, else whatever `kaggle` is on PATH.
-    return [sys.executable, "-m", "kaggle"] if importlib.util.find_spec("kaggle") else ["kaggle"]
+    if importlib.util.find_spec("kaggle"):
+        return [sys.executable, "-c", KAGGLE_ENTRY]
+    return ["kaggle"]
 
 
-def upload_commands(bundle: dict, message: str) -> list:
-    """[(what, argv)] in order: dataset uploads (create; 'version' when it exists), kernel pushes."""
+def dataset_commands(bundle: dict, message: str) -> list:
+    """[(ref, create argv, new-version argv)] for the code and models datasets."""
     steps = []
     for key in ("code", "models"):
         if bundle[key]:
             p = bundle[key]["path"]
             steps.append(
                 (
-                    "dataset",
                     bundle[key]["id"],
                     ["datasets", "create", "-p", p, "--dir-mode", "zip"],
                     ["datasets", "version", "-p", p, "-m", message, "--dir-mode", "zip"],
                 )
             )
-    for k in bundle["kernels"]:
-        steps.append(("kernel", k["id"], ["kernels", "push", "-p", k["path"]], None))
     return steps
 
 
-def submit_command(bundle: dict, message: str):
+def kernels_to_push(bundle: dict, named=()) -> list:
+    """The kernels --push pushes, in notebook order: the submission kernel, unless the kernel it
+    reads its runs from is pushed too (it must finish first), and the ones named by role."""
+    ids = {k["id"] for k in bundle["kernels"] if k["role"] in named}
+    wait_for = [k for k in bundle.get("kernel_sources") or [] if k in ids]
+    want = set(named) | ({ALWAYS_PUSHED} if not wait_for else set())
+    return [k for k in bundle["kernels"] if k["role"] in want]
+
+
+def submit_command(bundle: dict, message: str, version="N"):
     """The code-competition submit argv, or None when no submission kernel was built."""
-    sub = [k for k in bundle["kernels"] if k["role"] == "submission"]
+    sub = [k for k in bundle["kernels"] if k["role"] == ALWAYS_PUSHED]
     if not sub:
         return None
-    return ["competitions", "submit", COMPETITION, "-k", sub[0]["id"], "-v", "N", "-m", message]
+    return [
+        "competitions",
+        "submit",
+        COMPETITION,
+        "-f",
+        SUBMISSION_FILE,
+        "-k",
+        sub[0]["id"],
+        "-v",
+        str(version),
+        "-m",
+        message,
+    ]
+
+
+def _show(argv) -> str:
+    return shlex.join(["kaggle", *argv])
+
+
+def _machine(k: dict) -> str:
+    if not k["gpu"]:
+        return "CPU"
+    n = k["parameters"].get("num_processes")
+    return f"GPU T4 x{T4_GPUS}" + (f", num_processes={n}" if n else "")
 
 
 def print_commands(bundle: dict, message: str, file=None) -> None:
-    """The exact kaggle CLI commands, in order, from upload to submit."""
+    """The exact kaggle CLI commands, in order, from upload to submit; then the optional kernels.
+    Every command stands alone on its line, after `N. `, after `: ` or indented."""
     file = file or sys.stdout
-
-    def show(argv):
-        return shlex.join(["kaggle", *argv])
-
+    steps = dataset_commands(bundle, message)
+    sub = [k for k in bundle["kernels"] if k["role"] == ALWAYS_PUSHED]
+    last = len(steps) + len(sub)
+    print(f"\nUpload, run and submit, in order (--push runs steps 1-{last}):", file=file)
     n = 0
-    print("\nUpload, run and submit, in order (--push runs the upload and push steps):", file=file)
-    for _kind, ref, argv, again in upload_commands(bundle, message):
+    for ref, create, version in steps:
         n += 1
-        print(f"{n:2d}. {show(argv)}", file=file)
-        if again:
-            print(f"    # once {ref} exists: {show(again)}", file=file)
-            print(f"    # then wait for: {show(['datasets', 'status', ref])}  ->  ready", file=file)
-    sub = submit_command(bundle, message)
-    if sub:
-        kid = sub[4]
+        print(f"{n:2d}. {_show(create)}", file=file)
+        print(f"    # once {ref} exists, instead: {_show(version)}", file=file)
         print(
-            f"    # pushing a kernel runs it; wait for: {show(['kernels', 'status', kid])}",
+            f"    # then wait until it says ready: {_show(['datasets', 'status', ref])}", file=file
+        )
+    for k in sub:
+        n += 1
+        print(f"{n:2d}. {_show(['kernels', 'push', '-p', k['path']])}", file=file)
+        print(
+            f"    # pushing runs it ({_machine(k)}); wait until it says complete: "
+            f"{_show(['kernels', 'status', k['id']])}",
             file=file,
         )
-        print(f"{n + 1:2d}. {show(sub)}", file=file)
+        print(f"{n + 1:2d}. {_show(submit_command(bundle, message))}", file=file)
         print(
-            "    # N: the kernel version that `kernels push` printed (its page lists them)",
+            '    # N: the version `kernels push` printed ("Kernel version N successfully ...")',
             file=file,
         )
+    rest = [k for k in bundle["kernels"] if k["role"] != ALWAYS_PUSHED]
+    if rest:
+        print(
+            "\nOptional: each push runs the kernel on Kaggle; --push pushes these only when "
+            f"named with --kernels {' '.join(k['role'] for k in rest)}",
+            file=file,
+        )
+        for k in rest:
+            print(f"    {_show(['kernels', 'push', '-p', k['path']])}  # {_machine(k)}", file=file)
 
 
 def push(
-    bundle: dict, message: str, runner=subprocess.run, wait_s: float = 600, poll_s: float = 15
-) -> None:
+    bundle: dict,
+    message: str,
+    runner=subprocess.run,
+    wait_s: float = 600,
+    poll_s: float = 15,
+    kernels=(),
+) -> dict:
     """Upload the datasets (create, or a new version when they exist), wait until Kaggle has
-    processed them, then push the kernels: the kaggle CLI in a subprocess (credentials needed)."""
+    processed them, then push the submission kernel and the kernels named by role in `kernels`:
+    the kaggle CLI in a subprocess (credentials needed). Returns {kernel id: pushed version}."""
     cli = _kaggle()
 
     def call(argv, check=True):
-        print("$", shlex.join(["kaggle", *argv]), flush=True)
+        print("$", _show(argv), flush=True)
         res = runner([*cli, *argv], capture_output=True, text=True)
         out = (res.stdout or "") + (res.stderr or "")
         if out.strip():
             print(out.strip(), flush=True)
-        if check and res.returncode != 0:
-            raise BundleError(f"`kaggle {' '.join(argv[:2])}` failed (exit {res.returncode})")
+        if check and (res.returncode != 0 or KAGGLE_REFUSED.search(out)):
+            raise BundleError(
+                f"`kaggle {' '.join(argv[:2])}` failed (exit {res.returncode}); see its output above"
+            )
         return res.returncode, out
 
-    for kind, ref, argv, again in upload_commands(bundle, message):
-        if kind == "dataset":
-            exists, _ = call(["datasets", "status", ref], check=False)
-            call(again if exists == 0 else argv)
-            deadline = time.monotonic() + wait_s
-            while True:
-                rc, out = call(["datasets", "status", ref], check=False)
-                if rc == 0 and "ready" in out.lower():
-                    break
-                if time.monotonic() > deadline:
-                    print(
-                        f"warning: {ref} not ready after {wait_s:.0f}s; pushing anyway", flush=True
-                    )
-                    break
-                time.sleep(poll_s)
-        else:
-            call(argv)
+    for ref, create, version in dataset_commands(bundle, message):
+        exists, _ = call(["datasets", "status", ref], check=False)
+        call(version if exists == 0 else create)
+        deadline = time.monotonic() + wait_s
+        while True:
+            rc, out = call(["datasets", "status", ref], check=False)
+            if rc == 0 and "ready" in out.lower():
+                break
+            if time.monotonic() > deadline:
+                print(f"warning: {ref} not ready after {wait_s:.0f}s; pushing anyway", flush=True)
+                break
+            time.sleep(poll_s)
+    versions = {}
+    for k in kernels_to_push(bundle, kernels):
+        _, out = call(["kernels", "push", "-p", k["path"]])
+        m = PUSHED_VERSION.search(out)
+        versions[k["id"]] = int(m.group(1)) if m else None
+    return versions
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -654,9 +760,18 @@ def main(argv=None, runner=subprocess.run) -> int:
     b.add_argument(
         "--push",
         action="store_true",
-        help="upload the datasets and push the kernels (needs Kaggle credentials)",
+        help="upload the datasets and push the submission kernel (needs Kaggle credentials)",
+    )
+    b.add_argument(
+        "--kernels",
+        nargs="+",
+        default=[],
+        choices=OPTIONAL_KERNELS,
+        help="with --push, also push these kernels (a push runs the kernel on Kaggle)",
     )
     args = p.parse_args(argv)
+    if args.kernels and not args.push:
+        p.error("--kernels names kernels for --push to push; add --push")
     try:
         bundle = build(
             args.runs,
@@ -685,7 +800,7 @@ def main(argv=None, runner=subprocess.run) -> int:
         )
     for k in bundle["kernels"]:
         net = "internet on" if k["internet"] else "internet off"
-        print(f"kernel          {k['path']} ({net})")
+        print(f"kernel          {k['path']} ({_machine(k)}, {net})")
     for err in bundle["errors"]:
         print(f"error: {err}", file=sys.stderr)
     print_commands(bundle, args.message)
@@ -695,11 +810,38 @@ def main(argv=None, runner=subprocess.run) -> int:
         return 2
     if args.push:
         try:
-            push(bundle, args.message, runner)
+            versions = push(bundle, args.message, runner, kernels=args.kernels)
         except BundleError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        print_after_push(bundle, args.message, versions)
     return 0
+
+
+def print_after_push(bundle: dict, message: str, versions: dict, file=None) -> None:
+    """What is left after --push: the submit command with the pushed version, or the push of a
+    submission kernel that waits for its source kernel."""
+    file = file or sys.stdout
+    sub = submit_command(bundle, message)
+    if not sub:
+        return
+    kid = sub[sub.index("-k") + 1]
+    if kid not in versions:
+        k = next(k for k in bundle["kernels"] if k["id"] == kid)
+        print(
+            f"\nWhen {', '.join(bundle['kernel_sources'])} has finished, push the submission "
+            f"kernel, then submit as listed above:\n    {_show(['kernels', 'push', '-p', k['path']])}",
+            file=file,
+        )
+        return
+    version = versions[kid] or "N"
+    print(
+        f"\nWhen {kid} has run (it says complete: {_show(['kernels', 'status', kid])}), submit:"
+        f"\n    {_show(submit_command(bundle, message, version))}",
+        file=file,
+    )
+    if version == "N":
+        print("    # N: the version `kernels push` printed above", file=file)
 
 
 if __name__ == "__main__":
