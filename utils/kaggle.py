@@ -382,27 +382,21 @@ def declared_parameters(nb: dict) -> list:
 
 
 def inject_parameters(nb: dict, params: dict) -> dict:
-    """A copy of `nb` with a cell tagged 'injected-parameters' right after the 'parameters' cell
-    (papermill's convention; an earlier injected cell is replaced)."""
-    nb = copy.deepcopy(nb)
-    cells = [c for c in nb["cells"] if "injected-parameters" not in _tags(c)]
-    at = next((i for i, c in enumerate(cells) if "parameters" in _tags(c)), None)
-    if at is None:
+    """A copy of `nb` with papermill's own 'injected-parameters' cell right after the
+    'parameters' cell (an earlier injected cell is replaced), as `papermill -p` would run it."""
+    import nbformat
+    from papermill.parameterize import parameterize_notebook
+
+    if not any("parameters" in _tags(c) for c in nb.get("cells", [])):
         raise BundleError("has no cell tagged 'parameters'")
-    lines = ["# Parameters\n"] + [f"{k} = {v!r}\n" for k, v in params.items()]
-    lines[-1] = lines[-1].rstrip("\n")
-    cell = {
-        "cell_type": "code",
-        "execution_count": None,
-        "metadata": {"tags": ["injected-parameters"]},
-        "outputs": [],
-        "source": lines,
-    }
-    if nb.get("nbformat", 4) > 4 or nb.get("nbformat_minor", 0) >= 5:
-        cell["id"] = "injected-parameters"
-    cells.insert(at + 1, cell)
-    nb["cells"] = cells
-    return nb
+    node = nbformat.from_dict(copy.deepcopy(nb))
+    # What papermill's own notebook loader does first: every cell has tags, and a papermill
+    # metadata block (where it records the parameters).
+    for cell in node.cells:
+        cell.metadata.setdefault("tags", [])
+    node.metadata.setdefault("papermill", {})
+    node = parameterize_notebook(node, params, kernel_name="python3", language="python")
+    return json.loads(nbformat.writes(node))
 
 
 def kernel_metadata(
