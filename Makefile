@@ -2,6 +2,7 @@
 # make test-tf4   the unit tests again on the oldest versions (.venv-tf4: transformers 4.57, accelerate 0.24.1, kaggle 1.8.4)
 # make demo       run the four notebooks in order on all-MiniLM-L6-v2 and the data it finds
 # make data       download the competition data into data/ (needs Kaggle credentials)
+# make wheels     download textstat's wheels into wheels/ for the Kaggle code dataset
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -22,7 +23,7 @@ KAGGLE_FLOOR ?= kaggle==1.8.4
 # pip here prints many harmless "Location ... is ignored" warnings: drop them, keep pip's exit code.
 QUIET_PIP = 2>&1 | { grep -v "is ignored" || true; }; test $${PIPESTATUS[0]} -eq 0
 
-.PHONY: install install-tf4 test test-unit test-tf4 lint demo data clean
+.PHONY: install install-tf4 test test-unit test-tf4 lint demo data wheels clean
 
 # $(1): venv folder, $(2): extra requirement (e.g. a transformers pin)
 define make_venv
@@ -71,6 +72,11 @@ demo: install
 
 data: install
 	$(PY) -m kaggle competitions download commonlitreadabilityprize -p data/ --unzip
+
+# Wheels the EDA kernel installs offline from the code dataset (utils.kaggle build copies them).
+# --python-version 3.10: dependencies that still install on an older Kaggle image.
+wheels: install
+	$(PY) -m pip download -q textstat==0.7.8 --only-binary=:all: --python-version 3.10 -d wheels
 
 clean:
 	rm -rf $(VENV) $(VENV_TF4) demo_out .pytest_cache

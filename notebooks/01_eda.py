@@ -25,12 +25,17 @@
 # %% tags=["parameters"]
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/, $COMMONLIT_DATA)
 out_dir = ""  # empty: utils.env.working_dir() / "eda"
-max_rows = 0  # 0: every row; else a random subsample (seed 42)
+max_rows = 0  # 0: every row; else a random subsample (seed fold_seed, as 02_train)
+folds = 5  # baselines' CV folds: as 02_train's `folds` and `fold_seed`, the same folds
+fold_seed = 42
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
+wheels_dir = ""  # empty: the kit dataset's wheels/ (Kaggle), where textstat is installed from
 colab_install = "/content/drive/MyDrive/commonlit-kit"  # Colab: pip-installed from here
 
 # %% [markdown]
-# Setup: make `import utils` find the kit (attached Kaggle dataset, Colab install, or local checkout).
+# Setup: make `import utils` find the kit (attached Kaggle dataset, Colab install, or local checkout),
+# then make sure textstat is the pinned version (the formulas' numbers depend on it): an offline
+# Kaggle kernel pip-installs it from the wheels in the kit's code dataset.
 
 # %%
 import os
@@ -56,15 +61,22 @@ if kit_dirs:
     assert Path(utils.__file__).resolve().is_relative_to(kit_dirs[0].resolve()), utils.__file__
 print("utils", utils.__version__, "from", Path(utils.__file__).parent)
 
+from utils import eda, wheels
+
+if kit_dirs and not wheels_dir:
+    wheels_dir = kit_dirs[0] / wheels.WHEELS_DIR
+print(wheels.ensure("textstat", eda.TEXTSTAT_VERSION, wheels_dir or None))
+
 # %%
-from utils import eda, env
-from utils.data import read_csv
+from utils import env, plots
+from utils.data import make_folds, read_csv
 from utils.files import write_json
 
 data = env.competition_dir(data_dir)
 out = Path(out_dir) if out_dir else env.working_dir() / "eda"
 df = read_csv(data / "train.csv")
-df = df.sample(n=min(max_rows, len(df)), random_state=42).reset_index(drop=True) if max_rows else df
+if max_rows:
+    df = df.sample(n=min(max_rows, len(df)), random_state=fold_seed).reset_index(drop=True)
 print(f"{len(df)} excerpts from {data} | figures to {out}")
 
 # %% [markdown]
@@ -74,7 +86,7 @@ print(f"{len(df)} excerpts from {data} | figures to {out}")
 # themselves are noisy, so no model gets close to 0 (the best Kaggle solutions scored about 0.45).
 
 # %%
-eda.save_fig(eda.plot_distributions(df), out / "target_distribution.png")
+plots.save_fig(plots.plot_distributions(df), out / "target_distribution.png")
 
 # %% [markdown]
 # Look for the U shape: the easiest and the hardest excerpts carry the largest standard errors
@@ -82,7 +94,7 @@ eda.save_fig(eda.plot_distributions(df), out / "target_distribution.png")
 # every score is relative to (target 0, standard error 0) is left out of both plots.
 
 # %%
-eda.save_fig(eda.plot_target_vs_se(df), out / "target_vs_standard_error.png")
+plots.save_fig(plots.plot_target_vs_se(df), out / "target_vs_standard_error.png")
 
 # %% [markdown]
 # ## Surface statistics
@@ -91,7 +103,7 @@ eda.save_fig(eda.plot_target_vs_se(df), out / "target_vs_standard_error.png")
 
 # %%
 features = eda.text_features(df["excerpt"])
-eda.save_fig(eda.plot_stats_vs_target(features, df["target"]), out / "text_stats_vs_target.png")
+plots.save_fig(plots.plot_stats_vs_target(features, df["target"]), out / "text_stats_vs_target.png")
 
 # %% [markdown]
 # ## Classic readability formulas
@@ -99,10 +111,10 @@ eda.save_fig(eda.plot_stats_vs_target(features, df["target"]), out / "text_stats
 # Each alone correlates at about |r| 0.5 with the target: useful, but far from enough.
 
 # %%
-eda.save_fig(
-    eda.plot_readability_vs_target(features, df["target"]), out / "readability_vs_target.png"
+plots.save_fig(
+    plots.plot_readability_vs_target(features, df["target"]), out / "readability_vs_target.png"
 )
-eda.save_fig(eda.plot_correlations(features, df["target"]), out / "feature_correlations.png")
+plots.save_fig(plots.plot_correlations(features, df["target"]), out / "feature_correlations.png")
 
 # %% [markdown]
 # ## The extremes
@@ -110,17 +122,23 @@ eda.save_fig(eda.plot_correlations(features, df["target"]), out / "feature_corre
 # technical or literary prose with long sentences and rare words.
 
 # %%
-eda.save_fig(eda.plot_extremes(df), out / "easiest_hardest_excerpts.png")
+plots.save_fig(plots.plot_extremes(df), out / "easiest_hardest_excerpts.png")
 
 # %% [markdown]
 # ## Baselines: the numbers to beat
-# Same 5 folds for all (KFold, shuffled, seed 42). Readability features + ridge learns how to weigh
-# the counts above; TF-IDF (1-2 grams) + ridge learns which words signal difficulty.
+# The same folds for all, and the same as training: `utils.data.make_folds(df, folds, fold_seed)`
+# (stratified on the binned target), which 02_train uses with the same `folds` and `fold_seed`.
+# Readability features + ridge learns how to weigh the counts above; TF-IDF (1-2 grams) + ridge
+# learns which words signal difficulty. Their out-of-fold predictions are saved as run folders
+# (`baselines/*/oof.csv`, `folds.csv`) that the ensemble notebook can blend with the transformers.
 
 # %%
-rmse_mean, _ = eda.mean_cv(df)
-rmse_readability, _ = eda.readability_ridge_cv(df, features)
-rmse_tfidf, _ = eda.tfidf_ridge_cv(df)
+fold_ids = make_folds(df, folds, fold_seed)
+rmse_mean, _ = eda.mean_cv(df, fold_ids)
+rmse_readability, oof_readability = eda.readability_ridge_cv(df, fold_ids, features=features)
+rmse_tfidf, oof_tfidf = eda.tfidf_ridge_cv(df, fold_ids)
+eda.write_oof_run(out / "baselines" / "readability-ridge", df, fold_ids, oof_readability)
+eda.write_oof_run(out / "baselines" / "tfidf-ridge", df, fold_ids, oof_tfidf)
 baselines = {
     "predict_mean_rmse": rmse_mean,
     "readability_ridge_rmse": rmse_readability,
@@ -128,4 +146,4 @@ baselines = {
 }
 write_json(out / "baselines.json", baselines)
 print(f"TF-IDF + ridge CV RMSE {rmse_tfidf:.3f}: the number every model must beat")
-eda.save_fig(eda.plot_baselines(baselines), out / "baselines.png")
+plots.save_fig(plots.plot_baselines(baselines), out / "baselines.png")

@@ -1,19 +1,22 @@
-"""utils.eda on hand-checked text and synthetic excerpts; the EDA notebook end to end (60 rows)."""
+"""utils.eda on hand-checked text and synthetic excerpts, its figures (utils.plots); the EDA notebook
+end to end (60 rows)."""
 
 import json
 import math
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import ROOT, tiny_frame
 
-from utils import eda
+from utils import eda, plots
+from utils.data import make_folds
+from utils.ensemble import blend_report
 
 EASY = "The cat sat on the mat. It was a big cat. We like the cat. The sun is hot."
 HARD = (
@@ -40,18 +43,10 @@ def test_counts_on_a_hand_checked_text():
     assert s["mean_word_length"] == pytest.approx(3.0)
     assert s["mean_sentence_length"] == pytest.approx(4.5)
     assert s["long_word_share"] == 0
-    assert s["syllables_per_word"] == pytest.approx(10 / 9)  # hap-py: 2, the rest 1 each
+    assert s["syllables_per_word"] == pytest.approx(10 / 9)  # textstat: hap-py 2, the rest 1 each
     s = eda.text_stats("Photosynthesis converts energy.")
     assert s["long_word_share"] == pytest.approx(2 / 3)  # energy has 6 letters: not long
-    assert s["syllables"] == 5 + 2 + 3
-
-
-@pytest.mark.parametrize(
-    "word,n",
-    [("cat", 1), ("make", 1), ("table", 2), ("see", 1), ("happy", 2), ("a", 1), ("education", 4)],
-)
-def test_syllable_heuristic(word, n):
-    assert eda.syllables(word) == n
+    assert s["syllables_per_word"] == pytest.approx((5 + 2 + 3) / 3)
 
 
 @pytest.mark.parametrize(
@@ -68,34 +63,31 @@ def test_sentence_count(text, n):
     assert eda.sentence_count(text) == n
 
 
-def _easier(scores_easy: dict, scores_hard: dict) -> None:
-    assert scores_easy["flesch_reading_ease"] > scores_hard["flesch_reading_ease"]
-    for name in set(scores_easy) - {"flesch_reading_ease"}:  # grade-like: higher = harder
-        assert scores_easy[name] < scores_hard[name], name
+def test_formulas_are_textstat_and_rank_an_easy_text_easier():
+    easy, hard = eda.readability(EASY), eda.readability(HARD)
+    assert list(easy) == list(eda.FORMULAS)
+    assert easy["flesch_reading_ease"] > hard["flesch_reading_ease"]
+    for name in set(easy) - {"flesch_reading_ease"}:  # grade-like: higher = harder
+        assert easy[name] < hard[name], name
+    import textstat
+
+    assert easy["gunning_fog"] == textstat.gunning_fog(EASY)
 
 
-def test_formulas_rank_an_easy_text_easier_with_textstat_or_kit_counts(monkeypatch):
-    _easier(eda.readability(EASY), eda.readability(HARD))
-    monkeypatch.setattr(eda, "_textstat", lambda: None)
-    assert eda.readability_backend() == "kit counts"
-    _easier(eda.readability(EASY), eda.readability(HARD))
-    assert set(eda.readability(EASY)) == set(eda.FORMULAS)
+@pytest.mark.parametrize("installed", [None, "0.7.12"])
+def test_missing_or_other_textstat_is_a_clear_error(monkeypatch, installed):
+    def version(name):
+        if installed is None:
+            raise eda.importlib.metadata.PackageNotFoundError(name)
+        return installed
 
-
-def test_textstat_that_fails_offline_falls_back_to_kit_counts(monkeypatch):
-    broken = types.ModuleType("textstat")
-
-    def needs_nltk(text):
-        raise LookupError("Resource cmudict not found")  # what newer textstat raises offline
-
-    broken.flesch_reading_ease = broken.dale_chall_readability_score = needs_nltk
-    monkeypatch.setitem(sys.modules, "textstat", broken)
-    eda._textstat.cache_clear()
+    monkeypatch.setattr(eda.importlib.metadata, "version", version)
+    eda.load_textstat.cache_clear()
     try:
-        assert eda._textstat() is None
-        assert set(eda.readability(EASY)) == set(eda.FORMULAS)
+        with pytest.raises(ImportError, match=r"pip install textstat==0\.7\.8.*wheels/"):
+            eda.readability(EASY)
     finally:
-        eda._textstat.cache_clear()
+        eda.load_textstat.cache_clear()
 
 
 def test_text_features_one_row_per_text():
@@ -115,8 +107,49 @@ def test_baselines_cover_every_row_and_learn_something():
         assert rmse == pytest.approx(np.sqrt(np.mean((oof - df["target"]) ** 2)))
     # The synthetic target is the share of long words: the features must beat the mean.
     assert eda.readability_ridge_cv(df)[0] < 0.7 * rmse_mean
-    # Same folds and seed, same answer.
-    assert eda.tfidf_ridge_cv(df)[1] == pytest.approx(eda.tfidf_ridge_cv(df)[1])
+
+
+def test_baselines_use_the_training_folds():
+    df = tiny_frame(60)
+    folds = make_folds(df, 5, 42)  # what utils.train makes with folds=5, fold_seed=42
+    for fn in (eda.mean_cv, eda.tfidf_ridge_cv, eda.readability_ridge_cv):
+        assert fn(df)[1] == pytest.approx(fn(df, folds)[1]), fn.__name__
+    other = make_folds(df, 5, 7)
+    assert not np.allclose(eda.tfidf_ridge_cv(df, other)[1], eda.tfidf_ridge_cv(df, folds)[1])
+    # The mean baseline predicts each fold by the mean of the other folds' targets.
+    y = df["target"].to_numpy()
+    oof = eda.mean_oof(y, folds)
+    for k in range(5):
+        assert oof[folds == k] == pytest.approx(y[folds != k].mean())
+
+
+@pytest.mark.parametrize("baseline", ["tfidf", "readability"])
+def test_oof_rows_never_see_their_own_target(baseline):
+    """Row i is predicted by a model fitted on the other folds: changing the targets of fold k
+    changes no prediction in fold k, and does change the others."""
+    df = tiny_frame(60)
+    folds = make_folds(df, 4, 42)
+    if baseline == "tfidf":
+        fn, x = eda.tfidf_ridge_oof, df["excerpt"].to_numpy()
+    else:
+        fn, x = eda.readability_ridge_oof, eda.text_features(df["excerpt"])
+    y = df["target"].to_numpy()
+    oof = fn(x, y, folds)
+    shifted = np.where(folds == 2, y + 5.0, y)
+    oof2 = fn(x, shifted, folds)
+    assert oof2[folds == 2] == pytest.approx(oof[folds == 2])
+    assert not np.allclose(oof2[folds != 2], oof[folds != 2])
+
+
+def test_baseline_oof_runs_join_a_blend(tmp_path):
+    df = tiny_frame(60)
+    folds = make_folds(df, 5, 42)
+    for name, fn in (("tfidf", eda.tfidf_ridge_cv), ("readability", eda.readability_ridge_cv)):
+        eda.write_oof_run(tmp_path / name, df, folds, fn(df, folds)[1])
+    report = blend_report([tmp_path / "tfidf", tmp_path / "readability"])
+    assert report["n_rows"] == 60
+    assert report["rmse"]["tfidf"] == pytest.approx(eda.tfidf_ridge_cv(df, folds)[0])
+    assert report["rmse_blend_in_sample"] <= min(report["rmse"].values()) + 1e-9
 
 
 def test_plots_return_figures_and_save_fig_writes_png_atomically(tmp_path):
@@ -124,17 +157,17 @@ def test_plots_return_figures_and_save_fig_writes_png_atomically(tmp_path):
     df.loc[0, ["target", "standard_error"]] = 0.0  # a reference row
     f = eda.text_features(df["excerpt"])
     figs = {
-        "a.png": eda.plot_distributions(df),
-        "b.png": eda.plot_target_vs_se(df),
-        "c.png": eda.plot_stats_vs_target(f, df["target"]),
-        "d.png": eda.plot_readability_vs_target(f, df["target"]),
-        "e.png": eda.plot_correlations(f, df["target"]),
-        "f.png": eda.plot_extremes(df, n=3),
-        "g.png": eda.plot_baselines({"tfidf_ridge_rmse": 0.7, "predict_mean_rmse": 1.0}),
+        "a.png": plots.plot_distributions(df),
+        "b.png": plots.plot_target_vs_se(df),
+        "c.png": plots.plot_stats_vs_target(f, df["target"]),
+        "d.png": plots.plot_readability_vs_target(f, df["target"]),
+        "e.png": plots.plot_correlations(f, df["target"]),
+        "f.png": plots.plot_extremes(df, n=3),
+        "g.png": plots.plot_baselines({"tfidf_ridge_rmse": 0.7, "predict_mean_rmse": 1.0}),
     }
     for name, fig in figs.items():
         assert isinstance(fig, plt.Figure)
-        eda.save_fig(fig, tmp_path / "sub" / name)
+        plots.save_fig(fig, tmp_path / "sub" / name)
         plt.close(fig)
         data = (tmp_path / "sub" / name).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 5000, name
@@ -185,6 +218,11 @@ def test_eda_notebook_runs_end_to_end(tmp_path):
     baselines = json.loads((out / "baselines.json").read_text())
     assert set(baselines) == {"predict_mean_rmse", "readability_ridge_rmse", "tfidf_ridge_rmse"}
     assert all(math.isfinite(v) and v > 0 for v in baselines.values())
+    for name in ("tfidf-ridge", "readability-ridge"):  # blendable: the training folds' OOF
+        oof = pd.read_csv(out / "baselines" / name / "oof.csv")
+        train = tiny_frame(60)
+        assert oof["id"].tolist() == train["id"].tolist()
+        assert oof["fold"].tolist() == make_folds(train, 5, 42).tolist()
     text = "".join(
         o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
     )

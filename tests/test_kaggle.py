@@ -138,8 +138,14 @@ def bundles(tmp_path_factory, trained):
     """'blend': both runs + blend.json (fp16); 'single': one run, no blend (fp16)."""
     tmp = tmp_path_factory.mktemp("bundle")
     nbs = fake_notebooks(tmp / "nbs")
-    blend = build(trained["runs"], OWNER, tmp / "blend", blend=trained["blend"], notebooks=nbs)
-    single = build(trained["runs"][:1], OWNER, tmp / "single", notebooks=nbs, wheel=False)
+    wheels = tmp / "wheels"  # what `make wheels` downloads; file names are all the bundle reads
+    wheels.mkdir()
+    for name in ("textstat-0.7.8-py3-none-any.whl", "pyphen-0.17.2-py3-none-any.whl"):
+        with zipfile.ZipFile(wheels / name, "w") as z:
+            z.writestr("placeholder.txt", name)
+    blend = build(trained["runs"], OWNER, tmp / "blend", blend=trained["blend"], notebooks=nbs,
+                  wheels=wheels)
+    single = build(trained["runs"][:1], OWNER, tmp / "single", notebooks=nbs, wheels=None)
     return {"blend": blend, "single": single, "nbs": nbs}
 
 
@@ -177,10 +183,19 @@ def test_code_dataset(bundles):
     for module in ("__init__.py", "model.py", "predict.py", "env.py", "kaggle.py"):
         assert (code / "utils" / module).is_file()
     assert not list(code.rglob("__pycache__")) and not list(code.rglob("*.pyc"))
-    wheel = code / bundles["blend"]["code"]["wheel"]
-    assert wheel.name.endswith("-py3-none-any.whl")
-    assert "utils/predict.py" in zipfile.ZipFile(wheel).namelist()
-    assert bundles["single"]["code"]["wheel"] is None
+    # The EDA kernel's offline wheels ride along in wheels/ (utils.wheels.ensure installs them).
+    assert bundles["blend"]["code"]["wheels"] == ["pyphen-0.17.2-py3-none-any.whl",
+                                                  "textstat-0.7.8-py3-none-any.whl"]
+    assert sorted(p.name for p in (code / "wheels").iterdir()) == bundles["blend"]["code"]["wheels"]
+    assert bundles["single"]["code"]["wheels"] == []
+    assert not (Path(bundles["single"]["code"]["path"]) / "wheels").exists()
+
+
+def test_code_dataset_without_the_textstat_wheel_is_refused(tmp_path):
+    (tmp_path / "wheels").mkdir()
+    with pytest.raises(BundleError, match="has no textstat-0.7.8 wheel for the EDA kernel: run `make wheels`"):
+        kaggle.build_code(tmp_path / "code", OWNER, "commonlit-kit-code", tmp_path / "wheels")
+    assert not (tmp_path / "code").exists()
 
 
 # ----------------------------------------------------------------------------- models
@@ -241,7 +256,7 @@ def test_no_training_state_is_bundled(trained, tmp_path):
     shutil.copytree(trained["runs"][0], run)
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"):
         (run / "fold0" / name).write_bytes(b"0" * 100)
-    out = build([run], OWNER, tmp_path / "b", notebooks=[], wheel=False)
+    out = build([run], OWNER, tmp_path / "b", notebooks=[], wheels=None)
     fold = Path(out["models"]["path"]) / "run" / "fold0"
     assert {p.name for p in fold.iterdir()} == {
         p.name for p in (trained["runs"][0] / "fold0").iterdir()
@@ -259,11 +274,11 @@ def test_blend_must_cover_weighted_runs(trained, tmp_path):
             tmp_path / "b",
             blend=trained["blend"],
             notebooks=[],
-            wheel=False,
+            wheels=None,
         )
     zero = tmp_path / "zero.json"
     zero.write_text(json.dumps({"runs": ["bert-attn", "bert-mean"], "weights": [1.0, 0.0]}))
-    out = build(trained["runs"][:1], OWNER, tmp_path / "c", blend=zero, notebooks=[], wheel=False)
+    out = build(trained["runs"][:1], OWNER, tmp_path / "c", blend=zero, notebooks=[], wheels=None)
     blend = json.loads((Path(out["models"]["path"]) / "blend.json").read_text())
     assert blend["runs"] == ["bert-attn"] and blend["weights"] == [1.0]
 
@@ -272,7 +287,7 @@ def test_same_run_names_are_refused(trained, tmp_path):
     other = tmp_path / "elsewhere" / "bert-attn"
     shutil.copytree(trained["runs"][0], other)
     with pytest.raises(BundleError, match="must differ"):
-        build([trained["runs"][0], other], OWNER, tmp_path / "b", notebooks=[], wheel=False)
+        build([trained["runs"][0], other], OWNER, tmp_path / "b", notebooks=[], wheels=None)
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -363,7 +378,7 @@ def test_kernel_sources_replace_the_models_dataset(trained, tmp_path):
         tmp_path / "b",
         kernel_sources=f"{OWNER}/kit-train-run",
         notebooks=nbs,
-        wheel=False,
+        wheels=None,
     )
     assert out["models"] is None and not (tmp_path / "b" / "commonlit-kit-models").exists()
     sub = {k["role"]: k for k in out["kernels"]}["submission"]
@@ -391,7 +406,7 @@ def test_missing_notebook_or_parameter_is_a_clear_error(trained, tmp_path, capsy
         OWNER,
         "--out",
         str(tmp_path / "b"),
-        "--no-wheel",
+        "--no-wheels",
         "--push",
         "--notebooks",
         *map(str, nbs),
@@ -425,7 +440,7 @@ def test_commands_printed_in_order_and_nothing_runs_without_push(trained, tmp_pa
         OWNER,
         "--out",
         str(out),
-        "--no-wheel",
+        "--no-wheels",
         "--notebooks",
         *map(str, nbs),
     ]
@@ -480,7 +495,7 @@ def test_push_creates_or_versions_then_pushes(trained, tmp_path, capsys):
     nbs = fake_notebooks(tmp_path / "nbs")
     b = tmp_path / "b"
     argv = ["build", "--runs", str(trained["runs"][0]), "--owner", OWNER, "--out", str(b)]
-    argv += ["--no-wheel", "--push", "--notebooks", *map(str, nbs)]
+    argv += ["--no-wheels", "--push", "--notebooks", *map(str, nbs)]
     assert main(argv, runner=runner) == 0
     code, models = f"{OWNER}/commonlit-kit-code", f"{OWNER}/commonlit-kit-models"
     assert calls == [
@@ -516,7 +531,7 @@ def test_submission_waits_for_its_source_kernel(tmp_path, capsys):
     nbs = fake_notebooks(tmp_path / "nbs")
     train = f"{OWNER}/commonlit-kit-train"
     argv = ["build", "--runs", "runs/roberta-base-attention", "--kernel-sources", train]
-    argv += ["--owner", OWNER, "--out", str(tmp_path / "b"), "--no-wheel", "--push"]
+    argv += ["--owner", OWNER, "--out", str(tmp_path / "b"), "--no-wheels", "--push"]
     assert main([*argv, "--kernels", "train", "--notebooks", *map(str, nbs)], runner) == 0
     pushes = [Path(c[3]).name for c in calls if c[:2] == ["kernels", "push"]]
     assert pushes == ["commonlit-kit-train"]
@@ -535,7 +550,7 @@ def test_push_stops_when_kaggle_refuses(trained, tmp_path, capsys):
 
     nbs = fake_notebooks(tmp_path / "nbs")[3:]
     argv = ["build", "--runs", str(trained["runs"][0]), "--owner", OWNER]
-    argv += ["--out", str(tmp_path / "b"), "--no-wheel", "--push", "--notebooks", *map(str, nbs)]
+    argv += ["--out", str(tmp_path / "b"), "--no-wheels", "--push", "--notebooks", *map(str, nbs)]
     assert main(argv, runner=runner) == 2
     assert "`kaggle datasets create` failed (exit 0)" in capsys.readouterr().err
 
@@ -647,7 +662,7 @@ def test_submission_kernel_runs_offline(layout, which, trained, tmp_path):
         tmp_path / "bundle",
         blend=trained["blend"] if which == "blend" else None,
         notebooks=[sub_nb],
-        wheel=False,
+        wheels=None,
     )
     kernel = Path(out["kernels"][0]["path"])
     notebook = kernel / json.loads((kernel / "kernel-metadata.json").read_text())["code_file"]

@@ -178,7 +178,7 @@ def printed_commands(text: str) -> list:
 def build_and_print(trained, tmp: Path, capsys, extra=()) -> tuple[list, str]:  # noqa: F811
     nbs = fake_notebooks(tmp / "nbs")
     argv = ["build", "--runs", *map(str, trained["runs"]), "--blend", str(trained["blend"])]
-    argv += ["--owner", OWNER, "--out", str(tmp / "b"), "--no-wheel", "--notebooks"]
+    argv += ["--owner", OWNER, "--out", str(tmp / "b"), "--no-wheels", "--notebooks"]
     argv += [*map(str, nbs), *extra]
     return argv, capsys.readouterr().out if kit.main(argv) == 0 else pytest.fail("build failed")
 

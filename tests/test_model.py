@@ -137,3 +137,14 @@ def test_missing_or_incomplete_folder_is_a_clear_error(tiny_bert, tmp_path):
     (tmp_path / "m" / "kit_model.safetensors").unlink()
     with pytest.raises(FileNotFoundError, match="missing kit_model.safetensors"):
         TextModel.load(tmp_path / "m")
+
+
+def test_a_backbone_saved_in_fp16_trains_fp32_master_weights(tiny_bert, tmp_path):
+    # transformers 5 loads a checkpoint in its saved dtype; fp16 weights would not train under
+    # fp16 AMP (GradScaler refuses fp16 gradients) and would round every update.
+    from transformers import AutoModel, AutoTokenizer
+
+    AutoModel.from_pretrained(tiny_bert).half().save_pretrained(tmp_path / "half")
+    AutoTokenizer.from_pretrained(tiny_bert).save_pretrained(tmp_path / "half")
+    model = TextModel.from_backbone(str(tmp_path / "half"), ModelSpec())
+    assert {p.dtype for p in model.parameters()} == {torch.float32}

@@ -47,6 +47,7 @@ def test_demo_streams_training_log_and_summary(pipeline):
     for name in names:
         assert re.search(rf"{name} +CV RMSE \d\.\d{{4}} .*last checkpoints .*: \d\.\d{{4}}\)", log), name
     assert re.search(r"blend +CV RMSE \d\.\d{4}", log)
+    assert re.search(r"\+ tfidf +CV RMSE \d\.\d{4} .*TF-IDF alone \d\.\d{4}; weights [\d.]+, [\d.]+, [\d.]+\)", log)
     assert (d / "sub" / "eda").is_dir() and len(list((d / "sub").glob("*.ipynb"))) == 5
 
 
@@ -68,6 +69,10 @@ def test_ensemble_notebook_writes_blend(pipeline):
     assert blend["runs"] == names
     assert all(w >= 0 for w in blend["weights"]) and sum(blend["weights"]) == pytest.approx(1.0)
     assert (runs / "figures" / "blend.png").stat().st_size > 5000
+    # TF-IDF + ridge joins a second blend, on the runs' own folds; blend.json keeps the runs only.
+    tfidf = json.loads((runs / "blend_with_tfidf.json").read_text())
+    assert tfidf["runs"] == [*names, "tfidf-ridge"] and tfidf["n_rows"] == blend["n_rows"]
+    assert sum(tfidf["weights"]) == pytest.approx(1.0)
 
 
 def test_submission_notebook_writes_valid_submission(pipeline):
@@ -138,3 +143,30 @@ def test_demo_without_data_stops_at_once_saying_how_to_get_it(tmp_path, monkeypa
         find_data()
     (tmp_path / "data" / "train.csv").write_text("id\n")
     assert find_data() == (tmp_path / "data").resolve()
+
+
+def test_demo_runs_a_notebook_without_the_kernels_tcp_warning(tmp_path):
+    """The kernel's start-up log ("running over TCP without encryption", once per notebook) is
+    quiet; the notebook's own output and warnings still reach the terminal and the notebook."""
+    import subprocess
+    import sys
+
+    script = f"""
+import nbformat
+from pathlib import Path
+import utils.demo as demo
+d = Path({str(tmp_path)!r})
+nb = nbformat.v4.new_notebook()
+nb.cells = [nbformat.v4.new_code_cell("import warnings; print('hello'); warnings.warn('mine')")]
+nb.cells[0].metadata["tags"] = ["parameters"]
+nbformat.write(nb, d / "q.ipynb")
+demo.NOTEBOOKS = d
+demo.run_notebook("q", d, {{}}, "q_out")
+"""
+    res = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "hello" in res.stdout
+    assert "without encryption" not in res.stderr + res.stdout
+    executed = nbformat.read(tmp_path / "q_out.ipynb", as_version=4)
+    assert "UserWarning: mine" in "".join(o.get("text", "") for o in executed.cells[-1].outputs)

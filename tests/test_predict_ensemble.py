@@ -109,3 +109,30 @@ def test_runs_with_different_folds_are_refused(two_runs, tiny_bert, tmp_path):
     run_cv(cfg_for(d / "train.csv", tmp_path / "other", tiny_bert, fold_seed=1, max_steps=1))
     with pytest.raises(ValueError, match="folds.csv differs"):
         load_oofs([d / "attn", tmp_path / "other"])
+
+
+def test_blend_of_any_number_of_runs_plus_a_baseline_on_the_same_folds(two_runs, tiny_bert):
+    from utils.ensemble import add_oof
+
+    d = two_runs
+    # A third member: another training seed (4th place averaged 5 seeds x 5 folds).
+    run_cv(cfg_for(d / "train.csv", d / "attn-seed1", tiny_bert, seed=1))
+    runs = [d / "attn", d / "mean", d / "attn-seed1"]
+    oofs = load_oofs(runs)
+    # A baseline that knows the answer up to noise: the blend must lean on it.
+    rng = np.random.default_rng(0)
+    oracle = pd.Series(oofs["target"].to_numpy() + rng.normal(0, 0.05, len(oofs)), index=oofs["id"])
+    r = blend_report(runs, extra={"oracle": oracle})
+    assert r["runs"] == ["attn", "mean", "attn-seed1", "oracle"]
+    assert len(r["weights"]) == 4 and sum(r["weights"]) == pytest.approx(1.0)
+    assert min(r["weights"]) >= 0 and r["weights"][3] > 0.8
+    assert np.shape(r["correlation"]) == (4, 4)
+    assert r["rmse_blend_cv"] < min(v for k, v in r["rmse"].items() if k != "oracle")
+    # The equal-weight average is the plain mean of the members' OOF columns.
+    members = add_oof(oofs, "oracle", oracle)[r["runs"]].to_numpy()
+    truth = oofs["target"].to_numpy()
+    assert r["rmse_equal_average"] == pytest.approx(float(np.sqrt(((members.mean(1) - truth) ** 2).mean())))
+    with pytest.raises(ValueError, match="oracle has no out-of-fold prediction for 1 of"):
+        blend_report(runs, extra={"oracle": oracle.iloc[1:]})
+    with pytest.raises(ValueError, match="two blend members are named 'mean'"):
+        blend_report(runs, extra={"mean": oracle})

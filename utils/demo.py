@@ -54,6 +54,9 @@ def run_notebook(name: str, out: Path, params: dict, out_name: str = "") -> None
         progress_bar=False,
         log_output=False,
         stdout_file=sys.stdout,
+        # The kernel logs "running over TCP without encryption" at start (a local kernel on
+        # loopback): its own log only, not the notebook's warnings, goes quiet below ERROR.
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
     print(f"--- {out_name} done in {(time.time() - t0) / 60:.1f} min", flush=True)
 
@@ -95,13 +98,13 @@ def main(argv=None) -> int:
                   "head_lr": 1e-3, "llrd": 1.0, "max_rows": args.rows, "eval_every": 10,
                   "eval_schedule": [], "data_dir": str(data), "runs_dir": str(runs)}
         run_notebook("02_train", out, params, f"02_train_{name}")
-    run_notebook("03_ensemble", out, {"runs": names, "runs_dir": str(runs)})
+    run_notebook("03_ensemble", out, {"runs": names, "runs_dir": str(runs), "data_dir": str(data)})
     run_notebook("04_submission", out, {"runs": names, "runs_dir": str(runs),
                                         "blend_json": "blend.json", "data_dir": str(data),
                                         "out_dir": str(out)})
 
     print(f"\n=== demo finished in {(time.time() - t0) / 60:.1f} min ===")
-    width = max(len(n) for n in [*names, "blend"])
+    width = max(len(n) for n in [*names, "blend", "+ tfidf"])
     for name in names:
         m = json.loads((runs / name / "metrics.json").read_text())
         folds = ", ".join(f"{v:.4f}" for v in m["fold_rmse"].values())
@@ -111,6 +114,10 @@ def main(argv=None) -> int:
     blend = json.loads((runs / "blend.json").read_text())
     print(f"{'blend':{width}s} CV RMSE {blend['rmse_blend_cv']:.4f}  (weights fitted inside CV; "
           f"weights {', '.join(f'{w:.2f}' for w in blend['weights'])})")
+    tfidf = json.loads((runs / "blend_with_tfidf.json").read_text())
+    print(f"{'+ tfidf':{width}s} CV RMSE {tfidf['rmse_blend_cv']:.4f}  (the runs and TF-IDF + ridge on "
+          f"the same folds; TF-IDF alone {tfidf['rmse']['tfidf-ridge']:.4f}; weights "
+          f"{', '.join(f'{w:.2f}' for w in tfidf['weights'])})")
     print(f"submission: {out / 'submission.csv'}")
     print(f"executed notebooks: {out}/*.ipynb | figures: {out}/eda, {runs}/*/figures, {out}")
     return 0

@@ -67,10 +67,29 @@ def cv_blend(preds: np.ndarray, y: np.ndarray, folds: np.ndarray):
     return out, per_fold
 
 
-def blend_report(runs, target="target") -> dict:
-    """RMSE of each run, of the 0.5/0.5 average, of the fitted blend (in-sample and CV), weights."""
+def add_oof(oofs: pd.DataFrame, name: str, pred: pd.Series) -> pd.DataFrame:
+    """`oofs` with one more prediction column `name` from `pred` (indexed by id): e.g. a TF-IDF
+    baseline's out-of-fold predictions, made on the runs' own folds (or the CV leaks)."""
+    if name in oofs.columns:
+        raise DataError(f"two blend members are named {name!r}")
+    col = oofs["id"].map(pred.rename(index=str))
+    if col.isna().any():
+        raise DataError(f"{name} has no out-of-fold prediction for {int(col.isna().sum())} of the "
+                        f"runs' ids, e.g. {oofs['id'][col.isna()].iloc[0]}")
+    return oofs.assign(**{name: col.to_numpy(dtype=float)})
+
+
+def blend_report(runs, target="target", extra: dict | None = None) -> dict:
+    """RMSE of each member, of their equal-weight average, of the fitted blend (in-sample and CV),
+    the weights and the correlation of the members' OOF predictions.
+
+    Members: the runs (any number: seeds, poolings, backbones; they must share folds), then the
+    `extra` out-of-fold predictions ({name: Series indexed by id}, made on the same folds).
+    """
     df = load_oofs(runs, target)
-    names = [Path(r).name for r in runs]
+    for name, pred in (extra or {}).items():
+        df = add_oof(df, name, pred)
+    names = [Path(r).name for r in runs] + list(extra or {})
     P, y, folds = df[names].to_numpy(), df[target].to_numpy(), df["fold"].to_numpy()
     w = fit_weights(P, y)
     cv_pred, per_fold = cv_blend(P, y, folds)
@@ -83,8 +102,17 @@ def blend_report(runs, target="target") -> dict:
         "rmse_blend_in_sample": rmse(y, P @ w),
         "rmse_blend_cv": rmse(y, cv_pred),
         "weights_per_fold": per_fold,
-        "correlation": np.corrcoef(P.T).tolist(),
+        "correlation": np.corrcoef(P.T).reshape(len(names), len(names)).tolist(),
     }
+
+
+def summary(report: dict) -> pd.DataFrame:
+    """The report's RMSEs as a one-column table: each member, the average, both blend estimates."""
+    rows = {**report["rmse"],
+            "equal-weight average": report["rmse_equal_average"],
+            "blend, weights fitted on all OOF (optimistic)": report["rmse_blend_in_sample"],
+            "blend, weights fitted inside CV (honest)": report["rmse_blend_cv"]}
+    return pd.DataFrame({"RMSE": rows})
 
 
 def save_blend(path, report: dict) -> None:

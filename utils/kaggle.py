@@ -7,7 +7,8 @@
     python -m utils.kaggle build ... --push --kernels train   # ... and retrains on Kaggle's GPU
 
 Writes (each folder atomically):
-    OUT/<name>-code/     the `utils` package, a wheel of the project, dataset-metadata.json
+    OUT/<name>-code/     the `utils` package, wheels/ (textstat for the EDA kernel, offline),
+                         dataset-metadata.json
     OUT/<name>-models/   per run: fold*/ (fp16 weights by default, configs, tokenizer), oof.csv,
                          folds.csv, metrics.json, config.json; blend.json; dataset-metadata.json
     OUT/kernels/<name>-<eda|train|ensemble|submission>/   notebook + kernel-metadata.json
@@ -37,6 +38,7 @@ from pathlib import Path
 from . import __version__
 from .env import COMPETITION
 from .files import atomic_dir, write_json
+from .wheels import WHEELS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]  # the project (pyproject.toml), when run from a checkout
 NOTEBOOKS = tuple(
@@ -164,54 +166,28 @@ def _size(path: Path) -> int:
 # ----------------------------------------------------------------------------- code dataset
 
 
-def build_wheel(dest: Path, root: Path = ROOT) -> Path:
-    """A py3-none-any wheel of the project at `root`, built offline from a clean copy."""
-    if not (root / "pyproject.toml").is_file():
-        raise BundleError(f"cannot build a wheel: no pyproject.toml in {root}; use --no-wheel")
-    with tempfile.TemporaryDirectory(prefix="kit-wheel-") as tmp:
-        src, out = Path(tmp) / "src", Path(tmp) / "out"
-        src.mkdir()
-        # A copy, so the build leaves no build/ or egg-info in the checkout other agents share.
-        for p in root.iterdir():
-            if p.is_file() and p.name.split(".")[0] in (
-                "pyproject",
-                "setup",
-                "README",
-                "LICENSE",
-                "MANIFEST",
-            ):
-                shutil.copy2(p, src / p.name)
-        shutil.copytree(
-            root / "utils",
-            src / "utils",
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"),
+def add_wheels(dest: Path, src: Path) -> list:
+    """Copy the notebooks' offline wheels (textstat 0.7.8 and its dependencies, for the EDA kernel,
+    which installs them with `utils.wheels.ensure`) into dest/wheels/; their file names."""
+    from .eda import TEXTSTAT_VERSION
+
+    wheels = sorted(Path(src).glob("*.whl"))
+    if not any(w.name.lower().startswith(f"textstat-{TEXTSTAT_VERSION}-") for w in wheels):
+        raise BundleError(
+            f"{src} has no textstat-{TEXTSTAT_VERSION} wheel for the EDA kernel: run `make wheels` "
+            "(or give --wheels DIR, or --no-wheels to rely on Kaggle's image)"
         )
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out),
-            str(src),
-        ]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = sorted(out.glob("*.whl"))
-        if res.returncode != 0 or not wheels:
-            detail = (res.stderr or res.stdout).strip().splitlines()[-3:]
-            raise BundleError(f"building the wheel failed ({' | '.join(detail)}); use --no-wheel")
-        target = dest / wheels[0].name
-        shutil.copy2(wheels[0], target)
-        return target
+    (dest / WHEELS_DIR).mkdir()
+    for w in wheels:
+        shutil.copy2(w, dest / WHEELS_DIR / w.name)
+    return [w.name for w in wheels]
 
 
 def build_code(
-    dest: Path, owner: str, slug: str, wheel: bool = True, license_name: str = DEFAULT_LICENSE
+    dest: Path, owner: str, slug: str, wheels=ROOT / WHEELS_DIR, license_name: str = DEFAULT_LICENSE
 ) -> dict:
-    """OUT/<code slug>/: utils/ (importable from the dataset folder), a wheel, metadata."""
+    """OUT/<code slug>/: utils/ (importable from the dataset folder), wheels/ (from the folder
+    `wheels`; None: none), metadata."""
     meta = dataset_metadata(owner, slug, license_name)
     pkg = Path(__file__).resolve().parent
     with atomic_dir(dest) as tmp:
@@ -220,9 +196,9 @@ def build_code(
         )
         if (pkg.parent / "LICENSE").is_file():
             shutil.copy2(pkg.parent / "LICENSE", tmp / "LICENSE")
-        whl = build_wheel(tmp, pkg.parent).name if wheel else None
+        names = add_wheels(tmp, wheels) if wheels else []
         write_json(tmp / "dataset-metadata.json", meta)
-    return {"path": str(dest), "id": meta["id"], "wheel": whl, "bytes": _size(dest)}
+    return {"path": str(dest), "id": meta["id"], "wheels": names, "bytes": _size(dest)}
 
 
 # ----------------------------------------------------------------------------- models dataset
@@ -475,7 +451,7 @@ def build(
     half: bool = True,
     kernel_sources=None,
     notebooks=NOTEBOOKS,
-    wheel: bool = True,
+    wheels=ROOT / WHEELS_DIR,
     license_name: str = DEFAULT_LICENSE,
     tol: float = FP16_TOL,
 ) -> dict:
@@ -518,7 +494,7 @@ def build(
         "kernel_sources": kernels,
         "errors": [],
     }
-    result["code"] = build_code(out / code_slug, owner, code_slug, wheel, license_name)
+    result["code"] = build_code(out / code_slug, owner, code_slug, wheels, license_name)
     if not kernel_sources:
         result["models"] = build_models(
             out / models_slug, owner, models_slug, runs, blend, half, license_name, tol
@@ -744,7 +720,10 @@ def main(argv=None, runner=subprocess.run) -> int:
         default=FP16_TOL,
         help="largest |fp16 - fp32| prediction difference accepted",
     )
-    b.add_argument("--no-wheel", action="store_true", help="skip the wheel in the code dataset")
+    b.add_argument("--wheels", default=str(ROOT / WHEELS_DIR),
+                   help="folder of wheels for the EDA kernel's offline install (`make wheels`)")
+    b.add_argument("--no-wheels", action="store_true",
+                   help="no wheels in the code dataset (the EDA kernel then needs textstat 0.7.8 on Kaggle's image)")
     b.add_argument("--license", default=DEFAULT_LICENSE, help="Kaggle license name of the datasets")
     b.add_argument(
         "--message",
@@ -776,7 +755,7 @@ def main(argv=None, runner=subprocess.run) -> int:
             not args.fp32,
             args.kernel_sources,
             [Path(n) for n in args.notebooks],
-            not args.no_wheel,
+            None if args.no_wheels else Path(args.wheels),
             args.license,
             args.fp16_tol,
         )
@@ -784,7 +763,7 @@ def main(argv=None, runner=subprocess.run) -> int:
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     code, models = bundle["code"], bundle["models"]
-    print(f"code dataset    {code['path']} ({_mb(code['bytes'])}, wheel: {code['wheel']})")
+    print(f"code dataset    {code['path']} ({_mb(code['bytes'])}, wheels: {len(code['wheels'])})")
     if models:
         kind = "fp32" if args.fp32 else "fp16"
         print(

@@ -120,7 +120,10 @@ class TextModel(nn.Module):
             for key, value in config.to_dict().items():
                 if "dropout" in key and isinstance(value, float):
                     setattr(config, key, 0.0)
-        backbone = AutoModel.from_pretrained(name_or_dir, config=config)
+        # .float(): fp32 master weights whatever the checkpoint's dtype (transformers 5 loads a
+        # checkpoint in the dtype it was saved in: an fp16 folder would train fp16 weights, and
+        # fp16 AMP's GradScaler refuses fp16 gradients).
+        backbone = AutoModel.from_pretrained(name_or_dir, config=config).float()
         if reinit_layers > 0:
             std = getattr(config, "initializer_range", 0.02)
             for layer in encoder_layers(backbone)[-reinit_layers:]:

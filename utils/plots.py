@@ -1,15 +1,18 @@
-"""Figures for the notebooks: learning curves, OOF scatter, attention over words, blends.
+"""Every figure of the kit: the EDA's (target, text statistics, readability, extremes, baselines)
+and the training notebooks' (learning curves, OOF scatter, attention over words, blends).
 
-Every function returns a matplotlib Figure (or an HTML string); `save_fig` writes it as PNG.
+Every function returns a matplotlib Figure (or an HTML string or a table); `save_fig` writes it as
+PNG. Figures are drawn under the kit's STYLE inside `kit_style()`: importing this module or drawing
+a figure never changes matplotlib's backend or the caller's rcParams.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import json
-import os
-import uuid
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -17,29 +20,51 @@ import numpy as np
 import pandas as pd
 from matplotlib import cm, colors
 
-plt.rcParams.update({"figure.dpi": 100, "axes.grid": True, "grid.alpha": 0.3,
-                     "axes.spines.top": False, "axes.spines.right": False})
+from .eda import FORMULAS, LABELS, STATS, TEXTSTAT_VERSION, text_stats
+from .files import atomic_file, fold_dirs
+
+STYLE = {
+    "figure.dpi": 100,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+EASY_COLOR, HARD_COLOR, NEUTRAL_COLOR = "#2a9d8f", "#c8553d", "#3d5a80"
+
+
+@contextlib.contextmanager
+def kit_style():
+    """Context: STYLE's rcParams while inside, the caller's values of those keys restored after.
+
+    Not `rc_context`/`plt.style.context`: they restore every rcParam, so in Jupyter, where the
+    inline backend loads during the first figure and turns `interactive` on, they would switch it
+    back off and the notebook would stop showing later figures.
+    """
+    saved = {k: plt.rcParams[k] for k in STYLE}
+    plt.rcParams.update(STYLE)
+    try:
+        yield
+    finally:
+        plt.rcParams.update(saved)
+
+
+def styled(draw):
+    """Decorator: `draw` makes its figure under kit_style()."""
+
+    @functools.wraps(draw)
+    def wrapper(*args, **kwargs):
+        with kit_style():
+            return draw(*args, **kwargs)
+
+    return wrapper
 
 
 def save_fig(fig, path, dpi: int = 110) -> Path:
     """Write a figure as PNG atomically (temp file + rename); a notebook still shows it after."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Not mkstemp: its 0600 mode would survive the rename; a plain open keeps the umask's mode.
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
+    with atomic_file(path) as tmp:
         fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
-        raise
-    return path
-
-
-def _folds(run):
-    run = Path(run)
-    return sorted((p for p in run.glob("fold[0-9]*") if p.is_dir()), key=lambda p: int(p.name[4:]))
+    return Path(path)
 
 
 def fold_table(run) -> pd.DataFrame:
@@ -47,7 +72,7 @@ def fold_table(run) -> pd.DataFrame:
     validation rows, so slightly optimistic), the last validation's score, steps, minutes, rows;
     plus the CV row."""
     rows = []
-    for folder in _folds(run):
+    for folder in fold_dirs(run):
         info = json.loads((folder / "history.json").read_text())
         last = info["history"][-1].get("rmse", np.nan) if info["history"] else np.nan
         rows.append({"fold": info["fold"], "valid_rmse": info["best_score"], "last_rmse": last,
@@ -66,10 +91,11 @@ def fold_table(run) -> pd.DataFrame:
     return table
 
 
+@styled
 def learning_curves(run):
     """Validation RMSE (solid) and training loss (dashed) against optimizer steps, per fold."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
-    for folder in _folds(run):
+    for folder in fold_dirs(run):
         info = json.loads((folder / "history.json").read_text())
         h = pd.DataFrame(info["history"])
         score = "rmse" if "rmse" in h else "log_loss"
@@ -90,6 +116,7 @@ def learning_curves(run):
     return fig
 
 
+@styled
 def oof_scatter(run, target: str = "target"):
     """Out-of-fold predictions against the truth, coloured by fold, with the identity line."""
     oof = pd.read_csv(Path(run) / "oof.csv")
@@ -126,6 +153,7 @@ def token_weights_html(frames, titles=None) -> str:
     return "<div style='font-family:sans-serif;line-height:1.9'>" + "".join(blocks) + "</div>"
 
 
+@styled
 def token_weights_figure(frames, titles=None, max_lines: int = 9):
     """The same highlighting as a matplotlib figure (for PNG files): monospace, word-wrapped."""
     fig_width, fontsize = 12.0, 9
@@ -162,6 +190,7 @@ def token_weights_figure(frames, titles=None, max_lines: int = 9):
     return fig
 
 
+@styled
 def top_words_figure(table: pd.DataFrame, lengths: pd.DataFrame | None = None):
     """Bar chart of the most-weighted words; beside it, relative weight against word length."""
     n = 2 if lengths is not None and len(lengths) else 1
@@ -184,6 +213,7 @@ def top_words_figure(table: pd.DataFrame, lengths: pd.DataFrame | None = None):
     return fig
 
 
+@styled
 def blend_figure(report: dict, oofs: pd.DataFrame | None = None):
     """RMSE of each run, their 0.5/0.5 average and the fitted blend (in-sample and CV), the weights,
     and (given the OOF frame) one run's predictions against the other's."""
@@ -213,6 +243,7 @@ def blend_figure(report: dict, oofs: pd.DataFrame | None = None):
     return fig
 
 
+@styled
 def prediction_hist(preds, train_target=None):
     """Distribution of the submission's predictions (and of the training target, if given)."""
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -222,4 +253,233 @@ def prediction_hist(preds, train_target=None):
             label=f"predictions (n={len(preds)})")
     ax.set(title="Submission predictions vs the training target", xlabel="target", ylabel="density")
     ax.legend()
+    return fig
+
+
+# ----------------------------------------------------------------------------- EDA
+
+
+def _pearson(x, y) -> float:
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 2 or x.std() == 0 or y.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def _points(n: int) -> dict:
+    """Scatter style: small faint dots for thousands of points, larger solid ones for a few."""
+    return dict(s=6, alpha=0.3) if n > 500 else dict(s=18, alpha=0.7)
+
+
+@styled
+def plot_distributions(df: pd.DataFrame) -> plt.Figure:
+    """Histograms of target (easiness) and standard_error; the reference row (se 0) is left out."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
+    y = df["target"]
+    a.hist(y, bins=40, color=NEUTRAL_COLOR, alpha=0.85, edgecolor="white")
+    a.axvline(y.mean(), color="black", ls="--", lw=1.2, label=f"mean {y.mean():.2f}")
+    a.set(
+        title=f"target: mean {y.mean():.2f}, sd {y.std():.2f} (n = {len(y)})",
+        xlabel="target  (← harder · easier →)",
+        ylabel="excerpts",
+    )
+    a.legend(frameon=False)
+    se = df.loc[df["standard_error"] > 0, "standard_error"]
+    b.hist(se, bins=40, color="#98c1d9", edgecolor="white")
+    b.axvline(se.median(), color="black", ls="--", lw=1.2, label=f"median {se.median():.3f}")
+    dropped = int((df["standard_error"] <= 0).sum())
+    note = f"; {dropped} row with se 0 left out" if dropped == 1 else ""
+    note = f"; {dropped} rows with se 0 left out" if dropped > 1 else note
+    b.set(title=f"standard error of the target{note}", xlabel="standard_error", ylabel="excerpts")
+    b.legend(frameon=False)
+    fig.suptitle("Target and label noise", fontsize=14, fontweight="bold")
+    return fig
+
+
+@styled
+def plot_target_vs_se(df: pd.DataFrame) -> plt.Figure:
+    """Scatter of standard_error vs target: extreme excerpts were judged with more uncertainty."""
+    fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
+    keep = (df["standard_error"] > 0).to_numpy()
+    x, se = df.loc[keep, "target"], df.loc[keep, "standard_error"]
+    ax.scatter(x, se, color=NEUTRAL_COLOR, edgecolors="none", **_points(len(x)))
+    if keep.sum() >= 3:
+        coef = np.polyfit(x, se, 2)
+        grid = np.linspace(x.min(), x.max(), 100)
+        ax.plot(grid, np.polyval(coef, grid), color=HARD_COLOR, lw=2, label="quadratic fit")
+        ax.legend(frameon=False, loc="upper center")
+    ref = df.loc[~keep]
+    if len(ref):
+        ids = ", ".join(ref["id"].astype(str).head(3))
+        ax.text(
+            0.01,
+            0.01,
+            f"not shown: the reference excerpt {ids} (target 0, standard error 0)",
+            transform=ax.transAxes,
+            fontsize=8.5,
+            color="dimgray",
+            va="bottom",
+        )
+    ax.set(
+        title="Standard error vs target: the extremes are the least certain",
+        xlabel="target  (← harder · easier →)",
+        ylabel="standard_error",
+    )
+    return fig
+
+
+@styled
+def plot_features_vs_target(
+    features: pd.DataFrame, target, columns, title: str, ncols: int = 4
+) -> plt.Figure:
+    """Grid of feature-vs-target scatters with a least-squares line; Pearson r in each title."""
+    columns = [c for c in columns if c in features.columns]
+    nrows = -(-len(columns) // ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(4 * ncols, 3.4 * nrows), layout="constrained", squeeze=False
+    )
+    y = np.asarray(target, dtype=float)
+    for ax, col in zip(axes.flat, columns):
+        x = features[col].to_numpy(dtype=float)
+        r = _pearson(x, y)
+        color = EASY_COLOR if r > 0 else HARD_COLOR
+        ax.scatter(x, y, color=NEUTRAL_COLOR, edgecolors="none", **_points(len(x)))
+        if np.isfinite(r):
+            coef = np.polyfit(x, y, 1)
+            grid = np.linspace(np.nanmin(x), np.nanmax(x), 50)
+            ax.plot(grid, np.polyval(coef, grid), color=color, lw=2)
+        ax.set_title(f"{LABELS.get(col, col)}\nr = {r:+.2f}", fontsize=10, color=color)
+        ax.set_xlabel(col, fontsize=8, color="dimgray")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("target (higher = easier)")
+    for ax in axes.flat[len(columns) :]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=14, fontweight="bold")
+    return fig
+
+
+@styled
+def plot_stats_vs_target(features: pd.DataFrame, target) -> plt.Figure:
+    """Length, sentence and word statistics vs target (grid, r in titles)."""
+    return plot_features_vs_target(
+        features, target, STATS, "Text statistics vs target: longer words and sentences → harder"
+    )
+
+
+@styled
+def plot_readability_vs_target(features: pd.DataFrame, target) -> plt.Figure:
+    """Classic readability formulas vs target (grid, r in titles)."""
+    return plot_features_vs_target(
+        features,
+        target,
+        FORMULAS,
+        f"Readability formulas vs target (textstat {TEXTSTAT_VERSION})",
+    )
+
+
+@styled
+def plot_correlations(features: pd.DataFrame, target) -> plt.Figure:
+    """Horizontal bars: Pearson r of every feature with the target, strongest first."""
+    r = pd.Series({c: _pearson(features[c], target) for c in features.columns}).dropna()
+    r = r.reindex(r.abs().sort_values().index)
+    fig, ax = plt.subplots(figsize=(8, 0.38 * len(r) + 1.4), layout="constrained")
+    colors = [EASY_COLOR if v > 0 else HARD_COLOR for v in r]
+    ax.barh([LABELS.get(c, c) for c in r.index], r.to_numpy(), color=colors)
+    for i, v in enumerate(r):
+        ax.text(
+            v + (0.02 if v >= 0 else -0.02),
+            i,
+            f"{v:+.2f}",
+            va="center",
+            ha="left" if v >= 0 else "right",
+            fontsize=9,
+        )
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_xlim(-1.1, 1.1)
+    ax.set(
+        title="Correlation with target (green: easier as it grows, red: harder)",
+        xlabel="Pearson r with target",
+    )
+    return fig
+
+
+def _excerpt_block(text: str, chars: int, width: int) -> str:
+    text = " ".join(text.split())
+    if len(text) > chars:
+        text = text[:chars].rsplit(" ", 1)[0] + " …"
+    return textwrap.fill(text, width=width)
+
+
+@styled
+def plot_extremes(
+    df: pd.DataFrame, n: int = 3, chars: int = 900, width: int = 92, text_col: str = "excerpt"
+) -> plt.Figure:
+    """The n easiest (left) and n hardest (right) excerpts, wrapped text with target and counts."""
+    order = df.sort_values("target")
+    n = max(1, min(n, len(df) // 2 or 1))
+    columns = [
+        ("Easiest", order.tail(n).iloc[::-1], EASY_COLOR, "#e9f5f3"),
+        ("Hardest", order.head(n), HARD_COLOR, "#fbecea"),
+    ]
+    fig, axes = plt.subplots(n, 2, figsize=(17, 2.8 * n + 0.6), squeeze=False)
+    for col, (name, rows, color, bg) in enumerate(columns):
+        for i, (_, r) in enumerate(rows.iterrows()):
+            ax = axes[i, col]
+            ax.set_axis_off()
+            s = text_stats(r[text_col])
+            head = (
+                f"{name} #{i + 1}   target {r['target']:+.2f}   "
+                f"{s['words']} words · {s['mean_sentence_length']:.0f} words/sentence · "
+                f"{s['mean_word_length']:.1f} letters/word"
+            )
+            ax.text(
+                0,
+                1,
+                head,
+                transform=ax.transAxes,
+                va="top",
+                fontsize=10.5,
+                fontweight="bold",
+                color=color,
+                parse_math=False,
+            )
+            ax.text(
+                0,
+                0.86,
+                _excerpt_block(str(r[text_col]), chars, width),
+                transform=ax.transAxes,
+                va="top",
+                fontsize=9,
+                family="DejaVu Serif",
+                parse_math=False,
+                linespacing=1.35,
+                bbox=dict(boxstyle="round,pad=0.6", facecolor=bg, edgecolor=color, lw=1),
+            )
+        for ax in axes[len(rows) :, col]:
+            ax.set_axis_off()
+    fig.suptitle("The easiest and the hardest excerpts", fontsize=14, fontweight="bold")
+    fig.subplots_adjust(
+        left=0.02,
+        right=0.98,
+        top=1 - 0.6 / fig.get_figheight(),
+        bottom=0.02,
+        wspace=0.08,
+        hspace=0.25,
+    )
+    return fig
+
+
+@styled
+def plot_baselines(rmse: dict) -> plt.Figure:
+    """Horizontal bars of CV RMSE per baseline name (lower is better), the best highlighted."""
+    items = sorted(rmse.items(), key=lambda kv: -kv[1])
+    names, values = [LABELS.get(k, k) for k, _ in items], [v for _, v in items]
+    fig, ax = plt.subplots(figsize=(8, 0.7 * len(items) + 1.5), layout="constrained")
+    best = min(values)
+    colors = [EASY_COLOR if v == best else "#98c1d9" for v in values]
+    ax.barh(names, values, color=colors)
+    for i, v in enumerate(values):
+        ax.text(v + 0.01, i, f"{v:.3f}", va="center", fontsize=10)
+    ax.set_xlim(0, max(values) * 1.15)
+    ax.set(title="Baselines: cross-validated RMSE (lower is better)", xlabel="RMSE")
     return fig
