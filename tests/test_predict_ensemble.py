@@ -132,6 +132,12 @@ def test_blend_of_any_number_of_runs_plus_a_baseline_on_the_same_folds(two_runs,
     members = add_oof(oofs, "oracle", oracle)[r["runs"]].to_numpy()
     truth = oofs["target"].to_numpy()
     assert r["rmse_equal_average"] == pytest.approx(float(np.sqrt(((members.mean(1) - truth) ** 2).mean())))
+    # The figure shows every member: bars for each, and their 4 x 4 correlation matrix.
+    from utils import plots
+
+    fig = plots.blend_figure(r, add_oof(oofs, "oracle", oracle))
+    assert len(fig.axes) == 3 and len(fig.axes[1].patches) == 4 and len(fig.axes[2].texts) == 16
+    assert len(plots.blend_figure(blend_report(runs[:1])).axes) == 2  # one run: nothing to compare
     with pytest.raises(ValueError, match="oracle has no out-of-fold prediction for 1 of"):
         blend_report(runs, extra={"oracle": oracle.iloc[1:]})
     with pytest.raises(ValueError, match="two blend members are named 'mean'"):

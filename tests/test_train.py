@@ -135,17 +135,65 @@ def test_layerwise_lr_decay_groups(tiny_bert):
     assert sum(len(g["params"]) for g in opt.param_groups) == len(named)
 
 
-@pytest.mark.parametrize(
-    "kw",
-    [
-        dict(loss="se", drop_reference=True),
-        dict(loss="rmse", grad_accum=2, precision="bf16", pooling="attention+mean", layers=2),
-        dict(pooling="cls", llrd=0.9, eval_schedule=((0.5, 3), (0, 1))),
-    ],
-)
-def test_training_options_run(tiny_csv, tiny_bert, tmp_path, kw):
-    m = run_cv(cfg_for(tiny_csv, tmp_path / "r", tiny_bert, **kw))
-    assert np.isfinite(m["cv_rmse"]) and m["n_oof"] == 60
+def test_se_loss_trusts_precise_targets_more():
+    from utils.train import compute_loss
+
+    cfg = TrainConfig(train_csv="t", out="o", model="m", loss="se", min_se=0.05)
+    preds = torch.tensor([[0.0], [0.0], [0.0]])
+    y = torch.tensor([[1.0, 0.5], [1.0, 0.25], [1.0, 0.0]])  # target, standard error
+    # (pred - target)^2 / (2 se^2), se clamped at min_se (the reference row has se 0)
+    expected = np.mean([1 / (2 * 0.5**2), 1 / (2 * 0.25**2), 1 / (2 * 0.05**2)])
+    assert compute_loss(cfg, preds, y).item() == pytest.approx(expected)
+    mse = TrainConfig(train_csv="t", out="o", model="m")
+    assert compute_loss(mse, preds, y[:, :1]).item() == pytest.approx(1.0)
+    rmse_cfg = TrainConfig(train_csv="t", out="o", model="m", loss="rmse")
+    assert compute_loss(rmse_cfg, torch.tensor([[0.0], [0.0]]), torch.tensor([[3.0], [4.0]])).item() \
+        == pytest.approx(np.sqrt(12.5), rel=1e-4)
+
+
+def test_grad_accum_takes_one_optimizer_step_per_k_batches(tiny_csv, tiny_bert, tmp_path):
+    # 60 rows, 2 folds: 30 training rows = 4 batches of 8 per epoch; 2 epochs.
+    for accum, steps in ((1, 8), (2, 4)):
+        run_cv(cfg_for(tiny_csv, tmp_path / f"a{accum}", tiny_bert, grad_accum=accum, only_folds=(0,)))
+        info = json.loads((tmp_path / f"a{accum}" / "fold0" / "history.json").read_text())
+        assert info["steps"] == steps
+
+
+def test_bf16_precision_on_cpu_runs_in_bf16_and_keeps_fp32_weights(tiny_csv, tiny_bert, tmp_path, capsys):
+    run_cv(cfg_for(tiny_csv, tmp_path / "bf16", tiny_bert, precision="bf16", only_folds=(0,)))
+    assert "mixed precision bf16" in capsys.readouterr().out
+    model, _ = TextModel.load(tmp_path / "bf16" / "fold0")
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    run_cv(cfg_for(tiny_csv, tmp_path / "fp32", tiny_bert, only_folds=(0,)))
+    a, b = (pd.read_csv(tmp_path / r / "oof.csv").pred for r in ("bf16", "fp32"))
+    assert 0 < np.abs(a - b).max() < 0.5  # the same training, rounded differently
+
+
+def test_pooling_and_layer_options_shape_the_model(tiny_csv, tiny_bert, tmp_path):
+    run_cv(cfg_for(tiny_csv, tmp_path / "am", tiny_bert, pooling="attention+mean", layers=2, only_folds=(0,)))
+    run_cv(cfg_for(tiny_csv, tmp_path / "cls", tiny_bert, pooling="cls", only_folds=(0,)))
+    am, _ = TextModel.load(tmp_path / "am" / "fold0")
+    cls, _ = TextModel.load(tmp_path / "cls" / "fold0")
+    assert (am.spec.pooling, am.spec.layers, cls.spec.pooling) == ("attention+mean", 2, "cls")
+    state = am.state_dict()
+    assert state["layer_mix.logits"].shape == (2,)
+    assert not torch.equal(state["layer_mix.logits"], torch.zeros(2))  # trained, not left at init
+    head = [v for k, v in state.items() if k.startswith("head") and k.endswith("weight")]
+    assert head[-1].shape[-1] == 64  # attention and mean concatenated: 2 x hidden 32
+    assert not any(k.startswith("layer_mix") for k in cls.state_dict())
+
+
+def test_eval_schedule_sets_the_validation_steps(tiny_csv, tiny_bert, tmp_path):
+    schedule = ((0.5, 3), (0, 1))
+    cfg = cfg_for(tiny_csv, tmp_path / "s", tiny_bert, eval_schedule=schedule, only_folds=(0,), epochs=3)
+    run_cv(cfg)
+    hist = json.loads((tmp_path / "s" / "fold0" / "history.json").read_text())["history"]
+    steps_per_epoch = 4
+    for prev, cur in zip(hist, hist[1:]):
+        gap, period = cur["step"] - prev["step"], eval_period(cfg, prev["best"])
+        end_of_epoch = cur["step"] % steps_per_epoch == 0
+        assert gap == period or (end_of_epoch and gap < period), (prev, cur)
+    assert [h["step"] for h in hist][:2] == [3, 4]  # every 3 steps, and at the epoch's end
 
 
 def test_drop_reference_leaves_the_row_out_everywhere(tmp_path, tiny_bert):

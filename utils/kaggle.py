@@ -289,7 +289,7 @@ def build_models(
     tol: float = FP16_TOL,
 ) -> dict:
     """OUT/<models slug>/: each run's finished folds and summaries, blend.json, metadata."""
-    from .predict import fold_dirs
+    from .files import fold_dirs
 
     meta = dataset_metadata(owner, slug, license_name)
     runs = [Path(r) for r in runs]

@@ -215,11 +215,14 @@ def top_words_figure(table: pd.DataFrame, lengths: pd.DataFrame | None = None):
 
 @styled
 def blend_figure(report: dict, oofs: pd.DataFrame | None = None):
-    """RMSE of each run, their 0.5/0.5 average and the fitted blend (in-sample and CV), the weights,
-    and (given the OOF frame) one run's predictions against the other's."""
-    n = 3 if oofs is not None else 2
+    """RMSE of each member, their equal-weight average and the fitted blend (in-sample and CV), the
+    weights, and how alike the members are: for two, one's OOF predictions against the other's
+    (given the OOF frame); for more, the correlation matrix of their OOF predictions."""
+    names = report["runs"]
+    pair = len(names) == 2 and oofs is not None
+    n = 3 if pair or len(names) > 2 else 2
     fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.5))
-    labels = [*report["rmse"], "0.5 / 0.5", "blend (in-sample)", "blend (CV)"]
+    labels = [*report["rmse"], "equal average", "blend (in-sample)", "blend (CV)"]
     values = [*report["rmse"].values(), report["rmse_equal_average"],
               report["rmse_blend_in_sample"], report["rmse_blend_cv"]]
     bars = axes[0].bar(range(len(values)), values,
@@ -229,16 +232,25 @@ def blend_figure(report: dict, oofs: pd.DataFrame | None = None):
     lo = min(values)
     axes[0].set_ylim(lo - 0.15 * (max(values) - lo + 1e-3) - 0.005, max(values) + 0.01)
     axes[0].set(title="OOF RMSE (lower is better)", ylabel="RMSE")
-    axes[1].bar(report["runs"], report["weights"], color="tab:green")
+    axes[1].bar(names, report["weights"], color="tab:green")
     axes[1].set(title="Blend weights (non-negative, sum 1)", ylim=(0, 1))
     axes[1].tick_params(axis="x", rotation=20)
-    if oofs is not None:
-        a, b = report["runs"][:2]
+    if pair:
+        a, b = names
         axes[2].scatter(oofs[a], oofs[b], s=8, alpha=0.5)
         lo, hi = oofs[[a, b]].min().min(), oofs[[a, b]].max().max()
         axes[2].plot([lo, hi], [lo, hi], color="black", lw=1)
         r = report["correlation"][0][1]
         axes[2].set(xlabel=a, ylabel=b, title=f"OOF predictions, r = {r:.4f}")
+    elif len(names) > 2:
+        corr = np.asarray(report["correlation"])
+        axes[2].imshow(corr, cmap="viridis", vmin=min(corr.min(), 0.9), vmax=1.0)
+        axes[2].set_xticks(range(len(names)), names, rotation=30, ha="right")
+        axes[2].set_yticks(range(len(names)), names)
+        axes[2].grid(False)
+        for (i, j), v in np.ndenumerate(corr):
+            axes[2].text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=8, color="white")
+        axes[2].set(title="Correlation of OOF predictions")
     fig.tight_layout()
     return fig
 
