@@ -142,3 +142,17 @@ def test_blend_of_any_number_of_runs_plus_a_baseline_on_the_same_folds(two_runs,
         blend_report(runs, extra={"oracle": oracle.iloc[1:]})
     with pytest.raises(ValueError, match="two blend members are named 'mean'"):
         blend_report(runs, extra={"mean": oracle})
+
+
+def test_ensemble_cli_writes_the_blend_predict_reads(two_runs, tmp_path, capsys):
+    from utils.ensemble import main
+
+    d = two_runs
+    out = tmp_path / "blend.json"
+    assert main(["--runs", str(d / "attn"), str(d / "mean"), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "blend, weights fitted inside CV (honest)" in text and f"wrote {out}" in text
+    report = blend_report([d / "attn", d / "mean"])
+    assert load_blend(out, [d / "attn", d / "mean"]).tolist() == pytest.approx(report["weights"])
+    assert main(["--runs", str(d / "attn"), str(tmp_path / "missing"), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("error: ")

@@ -1,7 +1,12 @@
-"""Blending runs: non-negative weights fitted on out-of-fold predictions, scored honestly."""
+"""Blending runs: non-negative weights fitted on out-of-fold predictions, scored honestly.
+
+    python -m utils.ensemble --runs runs/rb-s42 runs/rb-s1 runs/rl-s42 --out runs/blend.json
+"""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -118,3 +123,26 @@ def summary(report: dict) -> pd.DataFrame:
 def save_blend(path, report: dict) -> None:
     """blend.json in the predict CLI's format: {"runs": [...], "weights": [...]} (+ the report)."""
     write_json(path, report)
+
+
+def main(argv=None) -> int:
+    """CLI: fit the blend of the runs, print the table, write blend.json (for utils.predict)."""
+    p = argparse.ArgumentParser(prog="python -m utils.ensemble", description=__doc__.split("\n")[0])
+    p.add_argument("--runs", nargs="+", required=True, help="run folders trained on the same folds")
+    p.add_argument("--out", required=True, help="blend.json to write")
+    p.add_argument("--target", default="target")
+    args = p.parse_args(argv)
+    try:
+        report = blend_report(args.runs, args.target)
+    except (DataError, ValueError, OSError) as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    print(summary(report).to_string(float_format="{:.4f}".format))
+    print("weights:", ", ".join(f"{n} {w:.3f}" for n, w in zip(report["runs"], report["weights"])))
+    save_blend(args.out, report)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
