@@ -72,7 +72,7 @@ data = env.competition_dir(data_dir)
 root = env.runs_dir(runs_dir, models_dataset)
 out = Path(out_dir) if out_dir else env.working_dir()
 paths = [root / r for r in runs]
-test = read_csv(data / "test.csv", target_cols=(), allow_blank=True)  # a blank text: the training mean
+test = read_csv(data / "test.csv", target_cols=(), blank="predicted as the training mean")
 weights = load_blend(root / blend_json, paths) if blend_json else None
 print(f"{len(test)} test rows | runs: {runs} | weights: {weights} | device:",
       "cuda" if torch.cuda.is_available() else "cpu")

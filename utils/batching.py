@@ -7,9 +7,10 @@ import torch
 
 
 class TextDataset(torch.utils.data.Dataset):
-    """Token ids (unpadded, truncated to max_len) and optional targets; item i keeps its index."""
+    """Token ids (unpadded, truncated to max_len), optional targets and per-row loss weights;
+    item i keeps its index."""
 
-    def __init__(self, texts, tokenizer, max_len: int, targets=None):
+    def __init__(self, texts, tokenizer, max_len: int, targets=None, weights=None):
         texts = [str(t) for t in texts]
         enc = tokenizer(texts, truncation=True, max_length=max_len)
         self.input_ids = enc["input_ids"]
@@ -19,6 +20,7 @@ class TextDataset(torch.utils.data.Dataset):
         full = tokenizer(at_limit)["input_ids"] if at_limit else []
         self.n_truncated = int(sum(len(x) > max_len for x in full))
         self.targets = None if targets is None else np.asarray(targets)
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float32)
 
     def __len__(self):
         return len(self.input_ids)
@@ -27,6 +29,8 @@ class TextDataset(torch.utils.data.Dataset):
         item = {"input_ids": self.input_ids[i], "index": i}
         if self.targets is not None:
             item["target"] = self.targets[i]
+        if self.weights is not None:
+            item["weight"] = self.weights[i]
         return item
 
 
@@ -54,6 +58,8 @@ class Collator:
         }
         if "target" in items[0]:
             batch["target"] = torch.as_tensor(np.stack([x["target"] for x in items]), dtype=self.target_dtype)
+        if "weight" in items[0]:
+            batch["weight"] = torch.tensor([x["weight"] for x in items], dtype=torch.float32)
         return batch
 
 

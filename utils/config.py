@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from .pooling import POOLING_MODES
 
@@ -58,6 +60,10 @@ class TrainConfig:
     min_se: float = 0.05  # clamp tiny standard errors (the reference row has 0)
     precision: str = "auto"  # auto = bf16/fp16 AMP on CUDA, fp32 on CPU; or fp32 | fp16 | bf16
     group_by_length: bool = True  # shuffled batches of similar length (less padding)
+    # --- pseudo-labels (python -m utils.pseudo) ---
+    pseudo_csv: str = ""  # extra rows for every fold's training side; fold k uses target_fold{k}
+    pseudo_weight: float = 1.0  # weight of a pseudo row's loss when mixed with the real rows
+    pseudo_epochs: int = 0  # >0: first this many epochs on pseudo rows alone, then the real rows
     # --- evaluation ---
     eval_every: int = 40  # optimizer steps between validations (also at each epoch end)
     # Evaluate more often as RMSE falls: ((0.50, 16), (0.49, 8), (0, 1)) = every 16 steps while
@@ -94,6 +100,13 @@ class TrainConfig:
             raise ValueError(f"only_folds {bad} outside 0..{self.folds - 1}")
         if self.layers < 1 or self.grad_accum < 1 or self.batch_size < 1:
             raise ValueError("layers, grad_accum and batch_size must be >= 1")
+        if self.pseudo_epochs and not self.pseudo_csv:
+            raise ValueError("--pseudo-epochs needs --pseudo-csv")
+        if self.pseudo_csv and (self.task != "regression" or len(self.target_cols) != 1
+                                or self.loss == "se"):
+            raise ValueError("--pseudo-csv needs a single regression target and loss mse or rmse")
+        if self.pseudo_weight < 0:
+            raise ValueError(f"pseudo_weight must be >= 0, got {self.pseudo_weight}")
 
 
 RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers")
@@ -104,6 +117,9 @@ def identity(cfg: TrainConfig) -> dict:
     d = dataclasses.asdict(cfg)
     for k in RUN_CONTROL:
         d.pop(k)
+    if cfg.pseudo_csv and Path(cfg.pseudo_csv).is_file():
+        # The file's content, not just its name: a resume cannot mix two sets of pseudo-labels.
+        d["pseudo_sha256"] = hashlib.sha256(Path(cfg.pseudo_csv).read_bytes()).hexdigest()
     return json.loads(json.dumps(d))  # tuples -> lists, exactly as config.json stores them
 
 

@@ -37,14 +37,15 @@ def read_csv(
     id_col: str = "id",
     extra_cols: tuple = (),
     task: str = "regression",
-    allow_blank: bool = False,
+    blank: str = "",
 ) -> pd.DataFrame:
     """Read and validate a competition CSV; `target_cols=()` for a test file.
 
     Checks: required columns, at least one row, non-empty text, numeric finite targets (regression),
     unique ids. Extra columns are kept. A UTF-8 BOM and CRLF line endings are read correctly.
-    `allow_blank` (prediction only): blank or missing texts are kept as "" with a warning naming
-    the rows, so one bad row of a hidden test set cannot fail a whole submission.
+    `blank` (prediction only): what becomes of a blank or missing text, e.g. "predicted as the
+    training mean"; such texts are then kept as "" with a warning naming the rows and saying so,
+    so one bad row of a hidden test set cannot fail a whole submission. Empty: they are an error.
     """
     path = Path(path)
     if not path.is_file():
@@ -71,11 +72,11 @@ def read_csv(
         raise DataError(f"{path.name}: column {id_col!r} has duplicate ids at {_rows(df, dup, id_col)}")
     text = df[text_col]
     bad = text.isna().to_numpy() | (text.astype(str).str.strip() == "").to_numpy()
-    if bad.any() and not allow_blank:
+    if bad.any() and not blank:
         raise DataError(f"{path.name}: column {text_col!r} is empty at {_rows(df, bad, id_col)}")
     if bad.any():
         print(f"warning: {path.name}: column {text_col!r} is empty at {_rows(df, bad, id_col)}; "
-              "predicted as the training mean", file=sys.stderr, flush=True)
+              f"{blank}", file=sys.stderr, flush=True)
     df[text_col] = text.where(~bad, "").astype(str)
     for col in target_cols:
         if task == "classification":
@@ -137,3 +138,45 @@ def read_folds(path, ids: pd.Series) -> np.ndarray:
         first = ", ".join(ids[missing].astype(str).head(5))
         raise DataError(f"{path.name} has no fold for {int(missing.sum())} training ids, e.g. {first}")
     return ids.astype(str).map(mapping).to_numpy(dtype=int)
+
+
+def folds_fingerprint(ids, folds) -> str:
+    """A fingerprint of an id -> fold assignment (order-free): pseudo-labels record the folds
+    they were made with, and training refuses them for other folds."""
+    import hashlib
+
+    lines = sorted(f"{i},{int(k)}" for i, k in zip(pd.Series(ids).astype(str), folds))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
+def pseudo_info_path(pseudo_csv) -> Path:
+    """The JSON beside a pseudo-label CSV that records how it was made (folds, runs, filters)."""
+    return Path(pseudo_csv).with_suffix(".json")
+
+
+def read_pseudo(path, text_col: str, fingerprint: str, n_folds: int) -> tuple[pd.DataFrame, bool]:
+    """Pseudo-labelled rows and whether they carry one target per fold (`target_fold{k}`, made by
+    models that never saw fold k's validation rows) or only `target` (then the CV is optimistic).
+
+    Refuses NaN targets, and fold columns made with other folds than `fingerprint`'s.
+    """
+    path = Path(path)
+    head = pd.read_csv(path, nrows=0, encoding="utf-8-sig") if path.is_file() else None
+    if head is None:
+        raise DataError(f"{path}: file not found")
+    fold_cols = tuple(f"target_fold{k}" for k in range(n_folds))
+    per_fold = all(c in head.columns for c in fold_cols)
+    df = read_csv(path, text_col, fold_cols if per_fold else ("target",), "id")
+    if per_fold:
+        info_path = pseudo_info_path(path)
+        if not info_path.is_file():
+            raise DataError(f"{path.name} has target_fold columns but no {info_path.name} saying "
+                            "which folds made them (python -m utils.pseudo writes both)")
+        import json
+
+        made_with = json.loads(info_path.read_text()).get("folds_fingerprint")
+        if made_with != fingerprint:
+            raise DataError(f"{path.name} was made with other folds ({made_with}) than this run's "
+                            f"({fingerprint}): its fold columns would leak validation rows; make it "
+                            "from runs trained on this run's folds (same --fold-seed or --folds-csv)")
+    return df, per_fold

@@ -57,16 +57,16 @@ def blank_texts(texts) -> np.ndarray:
     return np.array([not isinstance(t, str) or not t.strip() for t in texts], dtype=bool)
 
 
-def predict_run(run, texts, batch_size=64, device=None, precision="auto", max_len=None,
-                progress=True) -> np.ndarray:
-    """Average over a run's folds: (N,) for one target, (N, T) for several, (N, K) class probs.
+def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_len=None,
+                  progress=True) -> dict:
+    """{fold number: (N, outputs) predictions of that fold's model}.
 
-    A blank text gets each fold's training mean (saved with the fold) instead of a prediction.
+    A blank text gets the fold's training mean (saved with the fold) instead of a prediction.
     """
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     blank = blank_texts(texts)
     usable = [t for t, b in zip(texts, blank) if not b]
-    preds = []
+    out = {}
     for folder in fold_dirs(run):
         model, tokenizer = TextModel.load(folder, device)
         saved = json.loads((folder / KIT_CONFIG).read_text())
@@ -78,9 +78,15 @@ def predict_run(run, texts, batch_size=64, device=None, precision="auto", max_le
                                       progress, desc)
         # Runs saved before the mean was recorded: the mean prediction of the usable rows.
         p[blank] = saved.get("target_mean") or (p[~blank].mean(0) if usable else 0.0)
-        preds.append(p)
+        out[int(folder.name[4:])] = p
         del model
-    p = np.mean(preds, axis=0)
+    return out
+
+
+def predict_run(run, texts, **kw) -> np.ndarray:
+    """Average over a run's folds: (N,) for one target, (N, T) for several, (N, K) class probs.
+    Keywords as predict_folds."""
+    p = np.mean(list(predict_folds(run, texts, **kw).values()), axis=0)
     return p[:, 0] if p.shape[1] == 1 and model_task(run) == "regression" else p
 
 
@@ -164,7 +170,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", default=None)
     args = p.parse_args(argv)
     try:
-        test = read_csv(args.test_csv, args.text_col, (), args.id_col, allow_blank=True)
+        test = read_csv(args.test_csv, args.text_col, (), args.id_col,
+                        blank="predicted as the training mean")
         weights = load_blend(args.blend, args.runs) if args.blend else args.weights
         timings: dict = {}
         preds = predict(args.runs, test[args.text_col].tolist(), weights, timings,

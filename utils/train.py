@@ -29,7 +29,15 @@ from tqdm.auto import tqdm
 from . import __version__
 from .batching import Batches, Collator, EpochBatches, TextDataset, deal_evenly, sorted_batches
 from .config import TrainConfig, config_from_args, identity
-from .data import REFERENCE_ID, DataError, make_folds, read_csv, read_folds
+from .data import (
+    REFERENCE_ID,
+    DataError,
+    folds_fingerprint,
+    make_folds,
+    read_csv,
+    read_folds,
+    read_pseudo,
+)
 from .files import atomic_dir, fold_dirs, write_csv, write_json
 from .metrics import rmse
 from .model import ModelSpec, TextModel, amp_precision, encoder_layers, load_tokenizer
@@ -96,8 +104,9 @@ def scores(cfg: TrainConfig, y: np.ndarray, pred: np.ndarray) -> dict:
     return out
 
 
-def compute_loss(cfg: TrainConfig, preds: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Training loss in fp32: preds (B, outputs), y (B, T[+1]) or (B,) class ids."""
+def compute_loss(cfg: TrainConfig, preds: torch.Tensor, y: torch.Tensor, weight=None) -> torch.Tensor:
+    """Training loss in fp32: preds (B, outputs), y (B, T[+1]) or (B,) class ids; `weight` (B,):
+    per-row weights of a mean squared error (pseudo rows mixed with real ones)."""
     preds = preds.float()
     if cfg.task == "classification":
         return F.cross_entropy(preds, y.long())
@@ -107,7 +116,11 @@ def compute_loss(cfg: TrainConfig, preds: torch.Tensor, y: torch.Tensor) -> torc
         # against the target's distribution, trusting precise targets more.
         se = y[:, t].clamp(min=cfg.min_se)
         return ((preds[:, 0] - y[:, 0]) ** 2 / (2 * se**2)).mean()
-    mse = F.mse_loss(preds, y[:, :t])
+    if weight is None:
+        mse = F.mse_loss(preds, y[:, :t])
+    else:
+        per_row = ((preds - y[:, :t]) ** 2).mean(1)
+        mse = (weight * per_row).sum() / weight.sum().clamp(min=1e-8)
     return torch.sqrt(mse + 1e-8) if cfg.loss == "rmse" else mse
 
 
@@ -209,8 +222,22 @@ def predict_loader(model, loader, accelerator, n: int, task: str) -> np.ndarray:
     return result
 
 
-def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator):
-    """Train one fold from scratch; returns (model with the best weights, tokenizer, oof, history)."""
+def pseudo_rows(cfg: TrainConfig, pseudo, fold: int):
+    """(texts, (P, 1) targets) of the pseudo-labels fold `fold` trains on: its own column
+    target_fold{k} (models that never saw its validation rows), else the shared `target`."""
+    df, per_fold = pseudo
+    col = f"target_fold{fold}" if per_fold else "target"
+    return df[cfg.text_col].tolist(), df[[col]].to_numpy(dtype=np.float32)
+
+
+def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator,
+               pseudo=None):
+    """Train one fold from scratch; returns (model with the best weights, tokenizer, oof, history).
+
+    `pseudo` (read_pseudo's result): extra training rows, never validated on. Mixed with the real
+    rows, their losses weighted by cfg.pseudo_weight; or, with cfg.pseudo_epochs, trained on alone
+    first, then the real rows for cfg.epochs.
+    """
     from accelerate.utils import set_seed
 
     set_seed(cfg.seed + fold)  # before the model: the head's initialisation is reproducible
@@ -220,7 +247,15 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     tr, va = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
     tokenizer = load_tokenizer(cfg.model)
     texts = df[cfg.text_col].tolist()
-    train_ds = TextDataset([texts[i] for i in tr], tokenizer, cfg.max_len, y[tr])
+    train_texts, train_y, weights, pseudo_ds = [texts[i] for i in tr], y[tr], None, None
+    if pseudo is not None:
+        p_texts, p_y = pseudo_rows(cfg, pseudo, fold)
+        if cfg.pseudo_epochs:
+            pseudo_ds = TextDataset(p_texts, tokenizer, cfg.max_len, p_y)
+        else:
+            weights = [1.0] * len(train_texts) + [cfg.pseudo_weight] * len(p_texts)
+            train_texts, train_y = train_texts + p_texts, np.concatenate([train_y, p_y])
+    train_ds = TextDataset(train_texts, tokenizer, cfg.max_len, train_y, weights)
     valid_ds = TextDataset([texts[i] for i in va], tokenizer, cfg.max_len, y[va])
     n_cut = train_ds.n_truncated + valid_ds.n_truncated
     if n_cut:
@@ -242,16 +277,28 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     ydtype = torch.long if cfg.task == "classification" else torch.float32
     collate = Collator(tokenizer.pad_token_id or 0, 8, ydtype)
     procs = accelerator.num_processes
-    sampler = EpochBatches(train_ds.lengths, cfg.batch_size, cfg.seed + fold, cfg.group_by_length, procs)
-    train_dl = DataLoader(train_ds, batch_sampler=sampler, collate_fn=collate, num_workers=cfg.num_workers)
+
+    samplers = {}  # ours, not accelerate's wrappers: each epoch draws its batch order from them
+
+    def loader(phase, ds):
+        samplers[phase] = EpochBatches(ds.lengths, cfg.batch_size, cfg.seed + fold, cfg.group_by_length,
+                                       procs)
+        return DataLoader(ds, batch_sampler=samplers[phase], collate_fn=collate,
+                          num_workers=cfg.num_workers)
+
+    train_dl = loader("labelled", train_ds)
     # Every process gets at least one batch (a repeat if need be; the gather drops repeated rows).
     valid_batches = Batches(deal_evenly(sorted_batches(valid_ds.lengths, cfg.eval_batch_size), procs))
     valid_dl = DataLoader(valid_ds, batch_sampler=valid_batches, collate_fn=collate)
 
     optimizer = build_optimizer(model, cfg)
     model, optimizer, train_dl, valid_dl = accelerator.prepare(model, optimizer, train_dl, valid_dl)
-    steps_per_epoch = math.ceil(len(train_dl) / cfg.grad_accum)
-    total = steps_per_epoch * cfg.epochs
+    loaders = {"labelled": train_dl}
+    if pseudo_ds is not None:
+        loaders["pseudo"] = accelerator.prepare(loader("pseudo", pseudo_ds))
+    # Epochs in order: the pseudo rows alone first (1st place's order), then the real rows.
+    phases = ["pseudo"] * (cfg.pseudo_epochs if pseudo_ds is not None else 0) + ["labelled"] * cfg.epochs
+    total = sum(math.ceil(len(loaders[ph]) / cfg.grad_accum) for ph in phases)
     if cfg.max_steps:
         total = min(total, cfg.max_steps)
     from transformers import get_cosine_schedule_with_warmup
@@ -264,12 +311,13 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     t0 = time.time()
     bar = tqdm(total=total, desc=f"fold {fold}", disable=not (cfg.progress and accelerator.is_main_process))
     model.train()
-    for epoch in range(cfg.epochs):
-        sampler.set_epoch(epoch)
-        for i, batch in enumerate(train_dl):
+    for epoch, phase in enumerate(phases):
+        dl = loaders[phase]
+        samplers[phase].set_epoch(epoch)
+        for i, batch in enumerate(dl):
             with accelerator.accumulate(model):
                 preds = model(batch["input_ids"], batch["attention_mask"])
-                loss = compute_loss(cfg, preds, batch["target"])
+                loss = compute_loss(cfg, preds, batch["target"], batch.get("weight"))
                 accelerator.backward(loss)
                 if accelerator.sync_gradients and cfg.max_grad_norm > 0:
                     accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -281,7 +329,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
             scheduler.step()
             step += 1
             bar.update(1)
-            end_of_epoch = i == len(train_dl) - 1
+            end_of_epoch = i == len(dl) - 1
             if step >= next_eval or end_of_epoch or step == total:
                 pred = predict_loader(model, valid_dl, accelerator, len(va), cfg.task)
                 m = scores(cfg, y[va], pred)
@@ -290,7 +338,8 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
                     best, best_pred = m["score"], pred
                     state = accelerator.unwrap_model(model).state_dict()
                     best_state = {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
-                entry = {"step": step, "epoch": epoch, "train_loss": loss_sum / max(loss_n, 1)}
+                entry = {"step": step, "epoch": epoch, "phase": phase,
+                         "train_loss": loss_sum / max(loss_n, 1)}
                 entry.update({k: v for k, v in m.items() if not isinstance(v, dict)})
                 entry["best"], entry["lr"] = best, scheduler.get_last_lr()[0]
                 history.append(entry)
@@ -338,6 +387,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     oof["fold"] = fold
     info = {"fold": fold, "best_score": best, "steps": step, "seconds": time.time() - t0}
     info["n_train"], info["n_valid"], info["n_truncated"] = len(tr), len(va), n_cut
+    info["n_pseudo"] = 0 if pseudo is None else len(pseudo[0])
     # What a blank text is predicted as at inference: the training rows' mean (class shares).
     if cfg.task == "classification":
         info["target_mean"] = (np.bincount(y[tr].astype(int), minlength=n_out) / len(tr)).tolist()
@@ -442,13 +492,23 @@ def run_cv(cfg: TrainConfig) -> dict:
     folds = assign_folds(cfg, df, out)
     if accelerator.is_main_process:
         write_csv(out / "folds.csv", pd.DataFrame({"id": df[cfg.id_col], "fold": folds}))
+    pseudo = None
+    if cfg.pseudo_csv:
+        pseudo = read_pseudo(cfg.pseudo_csv, cfg.text_col, folds_fingerprint(df[cfg.id_col], folds), cfg.folds)
+        if not pseudo[1]:
+            accelerator.print(f"warning: {Path(cfg.pseudo_csv).name} has only 'target', no target_fold{{k}}: "
+                              "each fold trains on labels from models that saw its validation rows, "
+                              "so the CV is optimistic")
+        accelerator.print(f"{len(pseudo[0])} pseudo-labelled rows join every fold's training side "
+                          + (f"({cfg.pseudo_epochs} epoch(s) alone first)" if cfg.pseudo_epochs
+                             else f"(mixed, weight {cfg.pseudo_weight:g})"))
     todo = cfg.only_folds or tuple(range(cfg.folds))
     metrics = {}
     for fold in todo:
         if (out / f"fold{fold}").is_dir():
             accelerator.print(f"fold {fold}: finished earlier, skipped")
             continue
-        model, tokenizer, oof, info = train_fold(cfg, df, folds, fold, accelerator)
+        model, tokenizer, oof, info = train_fold(cfg, df, folds, fold, accelerator, pseudo)
         if accelerator.is_main_process:
             with atomic_dir(out / f"fold{fold}") as tmp:
                 model.save(tmp, tokenizer, extra={"fold": fold, "score": info["best_score"],
