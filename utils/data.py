@@ -42,7 +42,7 @@ def read_csv(
     """Read and validate a competition CSV; `target_cols=()` for a test file.
 
     Checks: required columns, at least one row, non-empty text, numeric finite targets (regression),
-    unique ids. Extra columns are kept. A UTF-8 BOM and CRLF line endings are read correctly.
+    unique ids (`id_col=None`: a file without ids). Extra columns are kept. A UTF-8 BOM and CRLF line endings are read correctly.
     `blank` (prediction only): what becomes of a blank or missing text, e.g. "predicted as the
     training mean"; such texts are then kept as "" with a warning naming the rows and saying so,
     so one bad row of a hidden test set cannot fail a whole submission. Empty: they are an error.
@@ -54,7 +54,7 @@ def read_csv(
         df = pd.read_csv(path, encoding="utf-8-sig", dtype={id_col: str})
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
         raise DataError(f"{path}: cannot be read as a UTF-8 CSV ({e})") from None
-    required = [id_col, text_col, *target_cols, *extra_cols]
+    required = [c for c in (id_col, text_col, *target_cols, *extra_cols) if c]
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise DataError(
@@ -63,7 +63,7 @@ def read_csv(
         )
     if len(df) == 0:
         raise DataError(f"{path.name} has no data rows")
-    ids = df[id_col]
+    ids = df[id_col] if id_col else pd.Series([], dtype=str)  # id_col None: a corpus without ids
     bad = ids.isna().to_numpy() | (ids.astype(str).str.strip() == "").to_numpy()
     if bad.any():
         raise DataError(f"{path.name}: column {id_col!r} is empty at {_rows(df, bad, None)}")
@@ -154,18 +154,23 @@ def pseudo_info_path(pseudo_csv) -> Path:
     return Path(pseudo_csv).with_suffix(".json")
 
 
-def read_pseudo(path, text_col: str, fingerprint: str, n_folds: int) -> tuple[pd.DataFrame, bool]:
+def read_pseudo(path, text_col: str, fingerprint: str, folds) -> tuple[pd.DataFrame, bool]:
     """Pseudo-labelled rows and whether they carry one target per fold (`target_fold{k}`, made by
     models that never saw fold k's validation rows) or only `target` (then the CV is optimistic).
 
+    `folds`: the folds to be trained, each needing its column when there are fold columns.
     Refuses NaN targets, and fold columns made with other folds than `fingerprint`'s.
     """
     path = Path(path)
     head = pd.read_csv(path, nrows=0, encoding="utf-8-sig") if path.is_file() else None
     if head is None:
         raise DataError(f"{path}: file not found")
-    fold_cols = tuple(f"target_fold{k}" for k in range(n_folds))
-    per_fold = all(c in head.columns for c in fold_cols)
+    per_fold = any(str(c).startswith("target_fold") for c in head.columns)
+    fold_cols = tuple(f"target_fold{k}" for k in folds)
+    missing = [c for c in fold_cols if c not in head.columns]
+    if per_fold and missing:
+        raise DataError(f"{path.name} has no {', '.join(missing)}: it was made by runs without "
+                        "those folds finished; train only the folds it has (--only-folds)")
     df = read_csv(path, text_col, fold_cols if per_fold else ("target",), "id")
     if per_fold:
         info_path = pseudo_info_path(path)

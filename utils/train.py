@@ -160,8 +160,13 @@ def eval_period(cfg: TrainConfig, best: float) -> int:
 
 def mixed_precision(cfg: TrainConfig) -> str:
     """accelerate's mixed_precision value for cfg.precision on this machine."""
+    return accelerate_precision(cfg.precision)
+
+
+def accelerate_precision(precision: str) -> str:
+    """accelerate's mixed_precision value for a --precision value on this machine."""
     cuda = torch.cuda.is_available()
-    precision = amp_precision() if cfg.precision == "auto" else cfg.precision
+    precision = amp_precision() if precision == "auto" else precision
     if precision == "fp16" and not cuda:
         raise ValueError("--precision fp16 needs a CUDA GPU; on CPU use bf16 or fp32")
     return {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}[precision]
@@ -169,10 +174,15 @@ def mixed_precision(cfg: TrainConfig) -> str:
 
 def make_accelerator(cfg: TrainConfig):
     """An Accelerator for this config (one process, or each process of `accelerate launch`)."""
+    return accelerator_for(cfg.precision, cfg.grad_accum)
+
+
+def accelerator_for(precision: str, grad_accum: int = 1):
+    """An Accelerator for a --precision value (training here, masked-LM pretraining too)."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
 
-    mp = mixed_precision(cfg)
+    mp = accelerate_precision(precision)
     if AcceleratorState._shared_state and AcceleratorState().mixed_precision != mp:
         # A notebook or test that trains twice with different precisions in one process:
         # accelerate's state is a process-wide singleton, so it is reset between runs.
@@ -181,7 +191,7 @@ def make_accelerator(cfg: TrainConfig):
     # notebook_launcher then join one gloo group (MULTI_CPU); with cpu=False each would train
     # the whole data alone and all of them would write OUT.
     cpu = not torch.cuda.is_available()
-    accelerator = Accelerator(mixed_precision=mp, gradient_accumulation_steps=cfg.grad_accum, cpu=cpu)
+    accelerator = Accelerator(mixed_precision=mp, gradient_accumulation_steps=grad_accum, cpu=cpu)
     # The kit's batch samplers have no batch size (batches vary in length) and deal_evenly()
     # already gives every process the same number of batches. accelerate before 1.14 refuses
     # such a sampler unless even_batches is off (a constructor argument in some releases, a
@@ -492,9 +502,11 @@ def run_cv(cfg: TrainConfig) -> dict:
     folds = assign_folds(cfg, df, out)
     if accelerator.is_main_process:
         write_csv(out / "folds.csv", pd.DataFrame({"id": df[cfg.id_col], "fold": folds}))
+    todo = cfg.only_folds or tuple(range(cfg.folds))
     pseudo = None
     if cfg.pseudo_csv:
-        pseudo = read_pseudo(cfg.pseudo_csv, cfg.text_col, folds_fingerprint(df[cfg.id_col], folds), cfg.folds)
+        fingerprint = folds_fingerprint(df[cfg.id_col], folds)
+        pseudo = read_pseudo(cfg.pseudo_csv, cfg.text_col, fingerprint, todo)
         if not pseudo[1]:
             accelerator.print(f"warning: {Path(cfg.pseudo_csv).name} has only 'target', no target_fold{{k}}: "
                               "each fold trains on labels from models that saw its validation rows, "
@@ -502,7 +514,6 @@ def run_cv(cfg: TrainConfig) -> dict:
         accelerator.print(f"{len(pseudo[0])} pseudo-labelled rows join every fold's training side "
                           + (f"({cfg.pseudo_epochs} epoch(s) alone first)" if cfg.pseudo_epochs
                              else f"(mixed, weight {cfg.pseudo_weight:g})"))
-    todo = cfg.only_folds or tuple(range(cfg.folds))
     metrics = {}
     for fold in todo:
         if (out / f"fold{fold}").is_dir():

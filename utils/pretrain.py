@@ -1,0 +1,431 @@
+"""Continued masked-LM ("in-task") pretraining of a backbone on the competition's own excerpts.
+
+    python -m utils.pretrain --texts data/train.csv data/test.csv --model roberta-base \
+        --out backbones/roberta-base-itpt
+    python -m utils.train --train-csv data/train.csv --model backbones/roberta-base-itpt \
+        --out runs/rb-itpt
+
+The texts of all CSVs are deduplicated (equal after whitespace normalisation); a seeded
+--valid-fraction of them is held out and never trained on, and its masked-LM loss is measured
+before and after training on one fixed masking, so the two numbers compare.
+
+OUT (written atomically) is a backbone folder that `--model OUT` takes as it is: config.json,
+the encoder's weights (the same keys as the input checkpoint; the MLM head is left out), the
+tokenizer, pretrain.json (held-out loss before/after, text counts, settings, versions) and
+pretrain_texts.csv (every row read: source, row, id, split = train | valid | duplicate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+from . import __version__
+from .batching import EpochBatches, TextDataset, sorted_batches
+from .data import DataError, read_csv
+from .files import atomic_dir, write_csv, write_json
+from .model import _pretrained, load_tokenizer
+from .train import accelerator_for
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    texts: tuple = ()  # CSVs whose text column is pretrained on (e.g. train.csv and test.csv)
+    model: str = ""  # hub name or local folder of the backbone to continue from
+    out: str = ""  # the new backbone folder
+    text_col: str = "excerpt"
+    id_col: str = "id"  # optional: a CSV without it is read all the same
+    epochs: int = 2
+    mlm_probability: float = 0.15  # share of tokens masked (BERT's 80/10/10 replacement)
+    max_len: int = 256
+    batch_size: int = 16
+    lr: float = 5e-5
+    weight_decay: float = 0.01  # not on biases and norms
+    warmup: float = 0.06  # fraction of steps of linear warmup, then linear decay to 0
+    max_grad_norm: float = 1.0  # 0 = no clipping
+    seed: int = 42  # the split, the fresh head's initialisation, masking and batch order
+    valid_fraction: float = 0.1  # held-out texts (never trained on) for the MLM loss
+    precision: str = "auto"  # auto = bf16/fp16 AMP on CUDA, fp32 on CPU; or fp32 | fp16 | bf16
+    overwrite: bool = False  # replace an OUT written by an earlier pretraining
+    progress: bool = True  # tqdm bar
+
+    def __post_init__(self):
+        for name in ("texts", "model", "out"):
+            if not getattr(self, name):
+                raise ValueError(f"PretrainConfig.{name} is required")
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"unknown precision {self.precision!r}; valid: {', '.join(PRECISIONS)}"
+            )
+        if not 0 <= self.valid_fraction < 1:
+            raise ValueError(f"valid_fraction must be in [0, 1), got {self.valid_fraction}")
+        if not 0 < self.mlm_probability < 1:
+            raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability}")
+        if self.epochs < 1 or self.batch_size < 1 or self.max_len < 8:
+            raise ValueError("epochs and batch_size must be >= 1, max_len >= 8")
+
+
+# ----------------------------------------------------------------------------- texts
+
+
+def read_texts(path, text_col: str = "excerpt", id_col: str = "id") -> pd.DataFrame:
+    """One CSV's rows, validated like every CSV of the kit; the id column is optional."""
+    try:
+        columns = pd.read_csv(path, encoding="utf-8-sig", nrows=0).columns
+    except Exception:  # missing, empty or unreadable: read_csv says which, in the kit's words
+        columns = [id_col]
+    return read_csv(path, text_col, target_cols=(), id_col=id_col if id_col in columns else None)
+
+
+def normalise(text: str) -> str:
+    """The text with every run of whitespace made one space: what deduplication compares."""
+    return " ".join(str(text).split())
+
+
+def collect_texts(paths, text_col: str = "excerpt", id_col: str = "id") -> pd.DataFrame:
+    """Every row of every CSV: source, row (as a spreadsheet numbers it), id, text, duplicate
+    (True for a text already seen, in file order, after whitespace normalisation)."""
+    parts = []
+    for path in paths:
+        df = read_texts(path, text_col, id_col)
+        ids = df[id_col].astype(str) if id_col in df.columns else ""
+        parts.append(
+            pd.DataFrame(
+                {
+                    "source": str(path),
+                    "row": np.arange(len(df)) + 2,
+                    "id": ids,
+                    "text": df[text_col].to_numpy(),
+                }
+            )
+        )
+    rows = pd.concat(parts, ignore_index=True)
+    rows["duplicate"] = rows["text"].map(normalise).duplicated()
+    return rows
+
+
+def split_texts(n: int, valid_fraction: float, seed: int) -> np.ndarray:
+    """(n,) bool, True for the held-out texts: a seeded random share, at least one if any."""
+    n_valid = min(n, max(1, round(n * valid_fraction))) if valid_fraction > 0 else 0
+    valid = np.zeros(n, dtype=bool)
+    valid[np.random.default_rng(seed).permutation(n)[:n_valid]] = True
+    return valid
+
+
+# ----------------------------------------------------------------------------- model
+
+
+def load_mlm(name_or_dir: str):
+    """(masked-LM model in fp32, names of the head weights the checkpoint lacked).
+
+    A backbone saved without its MLM head (a sentence-transformers model, or any folder written
+    with AutoModel) gets a freshly initialised head; the names say so.
+    """
+    import transformers
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    config = _pretrained(AutoConfig, name_or_dir)  # "model not found: ..." for a bad name
+    verbosity = transformers.logging.get_verbosity()
+    # transformers would print its own report of the missing head (a table in 5.x); the one
+    # line this module prints says it once, in words.
+    transformers.logging.set_verbosity_error()
+    try:
+        model, info = AutoModelForMaskedLM.from_pretrained(
+            name_or_dir, config=config, output_loading_info=True
+        )
+    except ValueError as e:  # a config class without a masked-LM model (GPT-2, T5, ...)
+        first = str(e).strip().splitlines()[0][:200]
+        raise ValueError(
+            f"{name_or_dir} ({config.model_type}) has no masked-LM model: {first}"
+        ) from None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    prefix = model.base_model_prefix + "."
+    # Keys outside the encoder that the checkpoint lacked. The decoder's weight and bias are
+    # aliases of the input embeddings and the head's bias, reported missing by some versions
+    # even when the head is there.
+    fresh = sorted(
+        k
+        for k in info["missing_keys"]
+        if not k.startswith(prefix) and not k.endswith(("decoder.weight", "decoder.bias"))
+    )
+    return model.float(), fresh
+
+
+def save_backbone(mlm_model, name_or_dir: str, tokenizer, folder: Path) -> None:
+    """Write the trained encoder as `AutoModel.from_pretrained(name_or_dir)` would load it: the
+    original checkpoint's model class, config and keys (its pooler kept), the trained weights."""
+    from transformers import AutoModel
+
+    base = AutoModel.from_pretrained(name_or_dir).float()
+    result = base.load_state_dict(mlm_model.base_model.state_dict(), strict=False)
+    # Only the parts an MLM model does not have may keep the checkpoint's weights (the pooler).
+    stale = [k for k in result.missing_keys if not k.startswith("pooler.")]
+    if result.unexpected_keys or stale:
+        raise RuntimeError(
+            f"the masked-LM encoder of {name_or_dir} does not match its AutoModel "
+            f"(unexpected {result.unexpected_keys[:3]}, not trained {stale[:3]})"
+        )
+    base.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def ids_only(collator):
+    """The MLM collator on the kit's dataset items, whose `index` the model must not see."""
+    return lambda items: collator([{"input_ids": x["input_ids"]} for x in items])
+
+
+@torch.no_grad()
+def mlm_loss(model, batches, device) -> float:
+    """Mean cross-entropy over all masked tokens of fixed, already masked batches."""
+    was_training = model.training
+    model.eval()
+    total, n = 0.0, 0
+    for batch in batches:
+        k = int((batch["labels"] != -100).sum())
+        if k:  # a batch may draw no mask at all: its loss is NaN, its weight 0
+            loss = model(**{key: v.to(device) for key, v in batch.items()}).loss
+            total, n = total + float(loss) * k, n + k
+    model.train(was_training)
+    return total / n if n else math.nan
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an OUT that an earlier pretraining wrote (unless overwrite) or that holds
+    anything else (never deleted)."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a folder")
+    if (out / "pretrain.json").is_file():
+        if not overwrite:
+            raise FileExistsError(
+                f"{out} holds an earlier pretraining; use another --out or --overwrite"
+            )
+    elif any(out.iterdir()):
+        raise FileExistsError(
+            f"{out} is not empty and was not written by utils.pretrain; use another --out"
+        )
+
+
+def _versions() -> dict:
+    import accelerate
+    import transformers
+
+    return {
+        "kit": __version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "accelerate": accelerate.__version__,
+        "python": sys.version.split()[0],
+    }
+
+
+def pretrain(cfg: PretrainConfig) -> dict:
+    """Continue masked-LM training of cfg.model on cfg.texts; returns pretrain.json's content."""
+    from accelerate.utils import set_seed
+    from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
+
+    t0 = time.time()
+    accelerator = accelerator_for(cfg.precision)
+    log = accelerator.print
+    out = Path(cfg.out)
+    check_out(out, cfg.overwrite)
+
+    rows = collect_texts(cfg.texts, cfg.text_col, cfg.id_col)
+    unique = rows[~rows["duplicate"]]
+    valid = split_texts(len(unique), cfg.valid_fraction, cfg.seed)
+    if valid.all():
+        raise DataError(
+            f"{len(unique)} distinct text(s) in {', '.join(map(str, cfg.texts))}: none left to "
+            f"train on after holding out --valid-fraction {cfg.valid_fraction}"
+        )
+    rows["split"] = "duplicate"
+    rows.loc[unique.index, "split"] = np.where(valid, "valid", "train")
+    texts = unique["text"].tolist()
+    train_texts = [t for t, v in zip(texts, valid) if not v]
+    valid_texts = [t for t, v in zip(texts, valid) if v]
+    n_dup = int(rows["duplicate"].sum())
+    log(
+        f"{len(rows)} rows, {n_dup} duplicate(s) dropped: {len(train_texts)} texts to train on, "
+        f"{len(valid_texts)} held out"
+    )
+
+    tokenizer = load_tokenizer(cfg.model)
+    if tokenizer.mask_token is None:
+        raise ValueError(f"the tokenizer of {cfg.model} has no mask token: no masked-LM training")
+    set_seed(cfg.seed)  # before the model: a fresh head's initialisation is reproducible
+    model, fresh = load_mlm(cfg.model)
+    if fresh:
+        log(
+            f"fresh masked-LM head: {cfg.model} was saved without one ({len(fresh)} weights newly "
+            f"initialised, e.g. {fresh[0]}); it is trained here and left out of the output"
+        )
+    train_ds = TextDataset(train_texts, tokenizer, cfg.max_len)
+    valid_ds = TextDataset(valid_texts, tokenizer, cfg.max_len)
+    n_cut = train_ds.n_truncated + valid_ds.n_truncated
+    if n_cut:
+        log(f"{n_cut} of {len(texts)} texts truncated to max_len {cfg.max_len}")
+    collate = ids_only(
+        DataCollatorForLanguageModeling(
+            tokenizer, mlm_probability=cfg.mlm_probability, pad_to_multiple_of=8
+        )
+    )
+    # One fixed masking of the held-out texts, drawn from its own seeded RNG (training's is left
+    # as it was): loss_before and loss_after are measured on the very same masked tokens.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        valid_batches = [
+            collate([valid_ds[i] for i in b])
+            for b in sorted_batches(valid_ds.lengths, cfg.batch_size)
+        ]
+    n_masked = sum(int((b["labels"] != -100).sum()) for b in valid_batches)
+
+    sampler = EpochBatches(
+        train_ds.lengths, cfg.batch_size, cfg.seed, True, accelerator.num_processes
+    )
+    train_dl = DataLoader(train_ds, batch_sampler=sampler, collate_fn=collate)
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=cfg.lr,
+    )
+    model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+    total = len(train_dl) * cfg.epochs
+    # Not prepared: stepped exactly once per optimizer step, on every process alike.
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
+
+    def held_out():  # None without held-out texts (--valid-fraction 0)
+        if not valid_batches:
+            return None
+        return mlm_loss(accelerator.unwrap_model(model), valid_batches, accelerator.device)
+
+    loss_before = held_out()
+    if valid_batches:
+        log(
+            f"held-out MLM loss before: {loss_before:.4f} ({len(valid_texts)} texts, "
+            f"{n_masked} masked tokens)"
+        )
+    history, step = [], 0
+    bar = tqdm(
+        total=total, desc="pretrain", disable=not (cfg.progress and accelerator.is_main_process)
+    )
+    model.train()
+    for epoch in range(cfg.epochs):
+        sampler.set_epoch(epoch)
+        loss_sum, loss_n = 0.0, 0
+        for batch in train_dl:
+            loss = model(**batch).loss
+            accelerator.backward(loss)
+            if cfg.max_grad_norm > 0:
+                accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            step += 1
+            bar.update(1)
+            if torch.isfinite(loss):  # fp16: a batch the loss scaler skips
+                loss_sum, loss_n = loss_sum + loss.item(), loss_n + 1
+        entry = {
+            "epoch": epoch + 1,
+            "step": step,
+            "train_loss": loss_sum / max(loss_n, 1),
+            "valid_loss": held_out(),
+        }
+        history.append(entry)
+        held = (
+            ""
+            if loss_before is None
+            else (f" | held-out MLM loss {entry['valid_loss']:.4f} (before {loss_before:.4f})")
+        )
+        log(
+            f"epoch {epoch + 1}/{cfg.epochs} step {step}/{total} | "
+            f"train loss {entry['train_loss']:.4f}{held}"
+        )
+    bar.close()
+
+    info = {
+        "loss_before": loss_before,
+        "loss_after": history[-1]["valid_loss"],
+        "n_rows": len(rows),
+        "n_duplicates": n_dup,
+        "n_texts": len(texts),
+        "n_train": len(train_texts),
+        "n_valid": len(valid_texts),
+        "n_valid_masked_tokens": n_masked,
+        "n_truncated": n_cut,
+        "fresh_head": fresh,
+        "steps": step,
+        "seconds": round(time.time() - t0, 1),
+        "mixed_precision": accelerator.mixed_precision,
+        "processes": accelerator.num_processes,
+        "history": history,
+        "settings": dataclasses.asdict(cfg),
+        "versions": _versions(),
+    }
+    if accelerator.is_main_process:
+        with atomic_dir(out) as tmp:
+            save_backbone(accelerator.unwrap_model(model), cfg.model, tokenizer, tmp)
+            write_csv(tmp / "pretrain_texts.csv", rows[["source", "row", "id", "split"]])
+            write_json(tmp / "pretrain.json", info)
+        log(f"backbone saved to {out} in {info['seconds']:.0f}s")
+    accelerator.wait_for_everyone()
+    return info
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line flags generated from PretrainConfig: one per field, --kebab-case."""
+    p = argparse.ArgumentParser(
+        prog="python -m utils.pretrain",
+        description="Continue masked-LM pretraining of a backbone on the competition's texts.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for f in dataclasses.fields(PretrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.name == "texts":
+            p.add_argument(flag, nargs="+", required=True, metavar="CSV")
+        elif isinstance(f.default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        else:
+            required = f.name in ("model", "out")
+            p.add_argument(flag, type=type(f.default), default=f.default, required=required)
+    return p
+
+
+def main(argv=None) -> int:
+    """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
+    args = vars(build_parser().parse_args(argv))
+    try:
+        pretrain(PretrainConfig(**{**args, "texts": tuple(args["texts"])}))
+    except (DataError, ValueError, OSError) as e:
+        msg = " ".join(str(e).split())
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
