@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,6 +137,29 @@ def _schedule(text: str) -> tuple:
         ) from None
 
 
+def add_fields(p: argparse.ArgumentParser, cls, required=(), lists=None, special=None) -> None:
+    """One flag per field of the dataclass `cls`, --kebab-case, its default shown: booleans as
+    --x/--no-x, `lists` ({name: item type}) with nargs="+", `special` ({name: add_argument kwargs})."""
+    lists, special = lists or {}, special or {}
+    for f in dataclasses.fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        if f.name in special:
+            p.add_argument(flag, **special[f.name])
+        elif f.name in lists:
+            p.add_argument(flag, nargs="+", type=lists[f.name], default=f.default,
+                           required=f.name in required)
+        elif isinstance(f.default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        else:
+            p.add_argument(flag, type=type(f.default), default=f.default, required=f.name in required)
+
+
+def cli_error(e: Exception) -> int:
+    """A user's error as the kit's CLIs print it: one line on stderr; the exit code, 2."""
+    print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+    return 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Command-line flags generated from TrainConfig: one per field, --kebab-case."""
     p = argparse.ArgumentParser(
@@ -143,18 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train K folds of an encoder + pooling + head; resumes finished folds.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    for f in dataclasses.fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.name == "eval_schedule":
-            p.add_argument(flag, type=_schedule, default=(), help="e.g. 0.50:16,0.49:8,0.48:4,0:1")
-        elif f.name in ("target_cols", "only_folds"):
-            kind = int if f.name == "only_folds" else str
-            p.add_argument(flag, nargs="+", type=kind, default=f.default)
-        elif isinstance(f.default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
-        else:
-            required = f.name in ("train_csv", "out", "model")
-            p.add_argument(flag, type=type(f.default), default=f.default, required=required)
+    schedule = dict(type=_schedule, default=(), help="e.g. 0.50:16,0.49:8,0.48:4,0:1")
+    add_fields(p, TrainConfig, required=("train_csv", "out", "model"),
+               lists={"target_cols": str, "only_folds": int}, special={"eval_schedule": schedule})
     return p
 
 

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from .batching import Collator, TextDataset, sorted_batches
+from .config import cli_error
 from .data import DataError, read_csv
 from .files import fold_dirs, write_csv
 from .model import KIT_CONFIG, TextModel, amp_precision
@@ -185,8 +186,7 @@ def main(argv=None) -> int:
         else:
             write_submission(args.out, test, preds, names, args.id_col)
     except (DataError, ValueError, OSError) as e:
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
+        return cli_error(e)
     for run, sec in timings.items():
         print(f"{run}: {sec:.1f}s for {len(test)} rows")
     print(f"wrote {args.out} ({len(test)} rows)")

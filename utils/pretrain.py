@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .batching import EpochBatches, TextDataset, sorted_batches
+from .config import add_fields, cli_error
 from .data import DataError, read_csv
 from .files import atomic_dir, write_csv, write_json
 from .model import _pretrained, load_tokenizer
@@ -403,15 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Continue masked-LM pretraining of a backbone on the competition's texts.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    for f in dataclasses.fields(PretrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.name == "texts":
-            p.add_argument(flag, nargs="+", required=True, metavar="CSV")
-        elif isinstance(f.default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
-        else:
-            required = f.name in ("model", "out")
-            p.add_argument(flag, type=type(f.default), default=f.default, required=required)
+    texts = dict(nargs="+", required=True, metavar="CSV")
+    add_fields(p, PretrainConfig, required=("model", "out"), special={"texts": texts})
     return p
 
 
@@ -421,9 +415,7 @@ def main(argv=None) -> int:
     try:
         pretrain(PretrainConfig(**{**args, "texts": tuple(args["texts"])}))
     except (DataError, ValueError, OSError) as e:
-        msg = " ".join(str(e).split())
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
+        return cli_error(e)
     return 0
 
 

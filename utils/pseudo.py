@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .config import cli_error
 from .data import DataError, folds_fingerprint, pseudo_info_path, read_csv
 from .files import fold_dirs, write_csv, write_json
 from .predict import blank_texts, load_blend, normalize_weights, predict_folds
@@ -107,8 +108,7 @@ def main(argv=None) -> int:
         write_csv(args.out, out)
         write_json(pseudo_info_path(args.out), info)
     except (DataError, ValueError, OSError) as e:
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
+        return cli_error(e)
     print(f"wrote {args.out} ({len(out)} rows, folds {folds}) and {pseudo_info_path(args.out).name}")
     return 0
 

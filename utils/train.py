@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .batching import Batches, Collator, EpochBatches, TextDataset, deal_evenly, sorted_batches
-from .config import TrainConfig, config_from_args, identity
+from .config import TrainConfig, cli_error, config_from_args, identity
 from .data import (
     REFERENCE_ID,
     DataError,
@@ -557,9 +557,7 @@ def main(argv=None) -> int:
         cfg = config_from_args(argv)
         run_cv(cfg)
     except (DataError, RunError, TrainingError, ValueError, OSError) as e:
-        msg = " ".join(str(e).split())
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
+        return cli_error(e)
     return 0
 
 
