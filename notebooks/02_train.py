@@ -23,6 +23,7 @@
 # per-fold scores, the out-of-fold predictions and **what the attention head looks at**.
 #
 # Run it twice with different `pooling`/`model_name`/`run_name` to get two runs for notebook 3.
+# With `pseudo_csv` (from notebook 5) it trains a student on the teachers' pseudo-labels as well.
 # The defaults below are `utils.config.TrainConfig`'s, the same as `python -m utils.train`'s.
 
 # %% tags=["parameters"]
@@ -42,6 +43,9 @@ eval_every = 40
 eval_schedule = []  # e.g. [[0.50, 16], [0.49, 8], [0.0, 1]]: validate more often as RMSE falls
 precision = "auto"  # bf16/fp16 AMP on GPU, fp32 on CPU
 num_processes = 1  # 2 on Kaggle's "GPU T4 x2": data-parallel through accelerate
+pseudo_csv = ""  # pseudo-labels from notebook 5 (same folds): every fold's training side gains them
+pseudo_weight = 1.0  # loss weight of a pseudo row when mixed with the real rows
+pseudo_epochs = 0  # >0: first this many epochs on the pseudo rows alone, then the real rows
 n_examples = 4  # validation texts shown with their attention weights
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/)
 runs_dir = ""  # empty: utils.env.working_dir() / "runs" (Google Drive on Colab when mounted)
@@ -91,7 +95,8 @@ cfg = TrainConfig(
     train_csv=str(data / "train.csv"), out=str(run_dir), model=model_name, pooling=pooling,
     folds=folds, epochs=epochs, batch_size=batch_size, max_len=max_len, lr=lr, head_lr=head_lr,
     llrd=llrd, max_rows=max_rows, max_steps=max_steps, eval_every=eval_every,
-    eval_schedule=tuple(map(tuple, eval_schedule)), precision=precision,
+    eval_schedule=tuple(map(tuple, eval_schedule)), precision=precision, pseudo_csv=pseudo_csv,
+    pseudo_weight=pseudo_weight, pseudo_epochs=pseudo_epochs,
 )
 print("data:", data, "| run:", run_dir)
 

@@ -37,8 +37,9 @@ PARAMS = {  # what each notebook's parameters cell declares in these tests
     "02_train": ("kit_dataset", "model_name", "num_processes", "data_dir"),
     "03_ensemble": ("kit_dataset", "runs", "runs_dir"),
     "04_submission": (*SUB_PARAMS, "batch_size"),
+    "05_pseudo": ("kit_dataset", "models_dataset", "teachers", "blend_json", "runs_dir"),
 }
-DEFAULTS = {"runs": ["x"], "batch_size": 64, "model_name": "roberta-base", "num_processes": 1}
+DEFAULTS = {"runs": ["x"], "teachers": ["x"], "batch_size": 64, "model_name": "roberta-base", "num_processes": 1}
 
 # The setup cell of the kit's notebooks: the kit from the attached dataset, first on sys.path.
 SETUP = """\
@@ -320,7 +321,7 @@ def test_injected_parameters_follow_the_parameters_cell():
 def test_kernels_metadata_and_parameters(bundles):
     slugify = pytest.importorskip("slugify").slugify
     kernels = {k["role"]: k for k in bundles["blend"]["kernels"]}
-    assert list(kernels) == ["eda", "train", "ensemble", "submission"]
+    assert list(kernels) == ["eda", "train", "ensemble", "submission", "pseudo"]
     code_ref, models_ref = f"{OWNER}/commonlit-kit-code", f"{OWNER}/commonlit-kit-models"
     for role, k in kernels.items():
         folder = Path(k["path"])
@@ -330,15 +331,17 @@ def test_kernels_metadata_and_parameters(bundles):
         assert slugify(meta["title"]) == folder.name  # else `kernels push` refuses the title
         assert (folder / meta["code_file"]).is_file() and meta["code_file"].endswith(".ipynb")
         assert (meta["language"], meta["kernel_type"]) == ("python", "notebook")
-        # A GPU only where it is used: training (both T4s) and inference; "GPU T4 x2" is
-        # Kaggle's NvidiaTeslaT4. EDA and blending run on CPU, with no machine_shape.
-        gpu = role in ("train", "submission")
+        # A GPU only where it is used: training (both T4s), inference and pretraining +
+        # pseudo-labelling; "GPU T4 x2" is Kaggle's NvidiaTeslaT4. EDA and blending run on CPU,
+        # with no machine_shape.
+        gpu = role in ("train", "submission", "pseudo")
         assert meta["enable_gpu"] is gpu and k["gpu"] is gpu
         assert meta.get("machine_shape") == ("NvidiaTeslaT4" if gpu else None)
         assert meta["is_private"] is True and meta["enable_tpu"] is False
         assert meta["competition_sources"] == ["commonlitreadabilityprize"]
-        assert meta["enable_internet"] is (role == "train")
-        want = [code_ref, models_ref] if role in ("ensemble", "submission") else [code_ref]
+        assert meta["enable_internet"] is (role in ("train", "pseudo"))  # hub backbones
+        teachers = role in ("ensemble", "submission", "pseudo")
+        want = [code_ref, models_ref] if teachers else [code_ref]
         assert meta["dataset_sources"] == want and meta["kernel_sources"] == []
         nb = json.loads((folder / meta["code_file"]).read_text())
         injected = [
@@ -360,6 +363,12 @@ def test_kernels_metadata_and_parameters(bundles):
     assert kernels["ensemble"]["parameters"] == {
         "kit_dataset": "commonlit-kit-code",
         "runs": ["bert-attn", "bert-mean"],
+    }
+    assert kernels["pseudo"]["parameters"] == {
+        "kit_dataset": "commonlit-kit-code",
+        "models_dataset": "commonlit-kit-models",
+        "teachers": ["bert-attn", "bert-mean"],
+        "blend_json": "blend.json",
     }
     assert kernels["eda"]["parameters"] == {"kit_dataset": "commonlit-kit-code"}
     assert kernels["train"]["parameters"] == {
@@ -387,6 +396,10 @@ def test_kernel_sources_replace_the_models_dataset(trained, tmp_path):
     assert meta["dataset_sources"] == [f"{OWNER}/commonlit-kit-code"]
     assert sub["parameters"]["models_dataset"] == "kit-train-run"
     assert sub["parameters"]["runs"] == ["runs/bert-attn"]  # where the train kernel wrote it
+    pseudo = {k["role"]: k for k in out["kernels"]}["pseudo"]
+    meta = json.loads((Path(pseudo["path"]) / "kernel-metadata.json").read_text())
+    assert meta["kernel_sources"] == [f"{OWNER}/kit-train-run"]
+    assert pseudo["parameters"]["teachers"] == ["runs/bert-attn"]
     for bad in ("../bert-attn", "/kaggle/working/runs/bert-attn"):
         with pytest.raises(BundleError, match="inside the source kernel's output"):
             build([bad], OWNER, tmp_path / "c", kernel_sources=f"{OWNER}/kit-train-run")
@@ -417,7 +430,7 @@ def test_missing_notebook_or_parameter_is_a_clear_error(trained, tmp_path, capsy
     assert "does not declare models_dataset, blend_json, data_dir, out_dir" in err
     assert "not pushing" in err
     built = sorted(p.name for p in (tmp_path / "b" / "kernels").iterdir())
-    assert built == ["commonlit-kit-ensemble", "commonlit-kit-train"]
+    assert built == ["commonlit-kit-ensemble", "commonlit-kit-pseudo", "commonlit-kit-train"]
 
 
 # ----------------------------------------------------------------------------- commands
@@ -459,11 +472,12 @@ def test_commands_printed_in_order_and_nothing_runs_without_push(trained, tmp_pa
     assert any(ln.endswith(f"exists, instead: {version}") for ln in lines)
     # The other kernels: listed after the steps, each with what it runs on, pushed on request.
     optional = text[text.index("Optional:") :].splitlines()
-    assert "--kernels eda train ensemble" in optional[0]
+    assert "--kernels eda train ensemble pseudo" in optional[0]
     assert [ln.strip() for ln in optional[1:] if ln.strip()] == [
         f"kaggle kernels push -p {out}/kernels/commonlit-kit-eda  # CPU",
         f"kaggle kernels push -p {out}/kernels/commonlit-kit-train  # GPU T4 x2, num_processes=2",
         f"kaggle kernels push -p {out}/kernels/commonlit-kit-ensemble  # CPU",
+        f"kaggle kernels push -p {out}/kernels/commonlit-kit-pseudo  # GPU T4 x2",
     ]
     assert any("fp16" in ln and "models dataset" in ln for ln in lines)
     with pytest.raises(SystemExit, match="2"):  # --kernels names what --push pushes

@@ -198,7 +198,7 @@ def test_every_printed_command_is_accepted_by_the_kaggle_cli(trained, tmp_path, 
         ["kernels", "push"],
         ["kernels", "status"],
         ["competitions", "submit"],
-        *[["kernels", "push"]] * 3,
+        *[["kernels", "push"]] * 4,  # the optional kernels: eda, train, ensemble, pseudo
     ]
     kaggle = Kaggle(tmp_path)
     seen = 0

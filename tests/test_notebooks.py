@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, tiny_frame
 
 NB = ROOT / "notebooks"
-NOTEBOOKS = ["01_eda", "02_train", "03_ensemble", "04_submission"]
+NOTEBOOKS = ["01_eda", "02_train", "03_ensemble", "04_submission", "05_pseudo"]
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +89,61 @@ def test_submission_notebook_writes_valid_submission(pipeline):
     executed = nbformat.read(d / "sub" / "04_submission.ipynb", as_version=4)
     stderr = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
     assert "column 'excerpt' is empty at row 4 (id id0002); predicted as the training mean" in stderr
+
+
+def _papermill(name: str, out: Path, params: dict) -> Path:
+    """notebooks/<name>.ipynb executed by papermill, as on Kaggle, into out/<name>.ipynb."""
+    import papermill as pm
+
+    pm.execute_notebook(str(NB / f"{name}.ipynb"), str(out / f"{name}.ipynb"), parameters=params,
+                        cwd=str(NB), kernel_name="python3", progress_bar=False,
+                        extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    return out / f"{name}.ipynb"
+
+
+def test_pseudo_notebook_then_a_student_trained_on_its_labels(tmp_path, tiny_bert):
+    """Notebook 5 pretrains a backbone and pseudo-labels excerpts with a teacher run; notebook 2
+    then trains a student with those labels on every fold's training side."""
+    from test_train import cfg_for
+
+    from utils.train import run_cv
+
+    data, runs = tmp_path / "data", tmp_path / "runs"
+    data.mkdir()
+    tiny_frame(60).to_csv(data / "train.csv", index=False)
+    tiny_frame(7, seed=9).drop(columns=["target", "standard_error"]).to_csv(data / "test.csv", index=False)
+    run_cv(cfg_for(data / "train.csv", runs / "teacher", tiny_bert, epochs=1, max_len=64))
+    extra = tiny_frame(10, seed=7).drop(columns=["target", "standard_error"])
+    extra.assign(id=[f"new{i}" for i in range(10)]).to_csv(tmp_path / "extra.csv", index=False)
+
+    executed = _papermill("05_pseudo", tmp_path, {
+        "pretrain_model": tiny_bert, "pretrain_epochs": 1, "pretrain_batch_size": 8,
+        "pretrain_max_len": 64, "teachers": ["teacher"], "blend_json": "",
+        "texts_csv": str(tmp_path / "extra.csv"), "data_dir": str(data), "runs_dir": str(runs),
+        "backbones_dir": str(tmp_path / "backbones"),
+    })
+    backbone = tmp_path / "backbones" / f"{Path(tiny_bert).name}-itpt"
+    info = json.loads((backbone / "pretrain.json").read_text())
+    assert info["n_train"] > 0 and info["loss_after"] < float("inf")
+    labels = pd.read_csv(runs / "pseudo.csv", dtype={"id": str})
+    assert {"target_fold0", "target_fold1", "target", "target_std"} <= set(labels.columns)
+    assert labels["id"].tolist() == [f"new{i}" for i in range(10)]
+    assert json.loads((runs / "pseudo.json").read_text())["runs"] == ["teacher"]
+    assert (runs / "figures" / "pseudo.png").stat().st_size > 5000
+    text = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells
+                   for o in c.get("outputs", []))
+    assert "held-out MLM loss: " in text and f"pseudo_csv = {str(runs / 'pseudo.csv')!r}" in text
+
+    _papermill("02_train", tmp_path, {
+        "model_name": tiny_bert, "run_name": "student", "folds": 2, "epochs": 1, "batch_size": 8,
+        "max_len": 64, "max_rows": 60, "eval_every": 4, "n_examples": 1,
+        "pseudo_csv": str(runs / "pseudo.csv"), "pseudo_epochs": 1,
+        "data_dir": str(data), "runs_dir": str(runs),
+    })
+    for k in (0, 1):
+        history = json.loads((runs / "student" / f"fold{k}" / "history.json").read_text())
+        assert history["n_pseudo"] == 10
+    assert json.loads((runs / "student" / "metrics.json").read_text())["n_oof"] == 60
 
 
 def test_training_notebook_defaults_are_train_configs():

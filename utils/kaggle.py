@@ -11,7 +11,7 @@ Writes (each folder atomically):
                          dataset-metadata.json
     OUT/<name>-models/   per run: fold*/ (fp16 weights by default, configs, tokenizer), oof.csv,
                          folds.csv, metrics.json, config.json; blend.json; dataset-metadata.json
-    OUT/kernels/<name>-<eda|train|ensemble|submission>/   notebook + kernel-metadata.json
+    OUT/kernels/<name>-<eda|train|ensemble|submission|pseudo>/   notebook + kernel-metadata.json
 Nothing touches the network without --push; `kaggle` is imported by nobody here (it
 authenticates at import time): --push runs the kaggle CLI in a subprocess. Pushing a kernel runs
 it (on Kaggle's GPU quota when it asks for one), so --push pushes only the submission kernel
@@ -43,7 +43,13 @@ from .wheels import WHEELS_DIR
 ROOT = Path(__file__).resolve().parents[1]  # the project (pyproject.toml), when run from a checkout
 NOTEBOOKS = tuple(
     ROOT / "notebooks" / f
-    for f in ("01_eda.ipynb", "02_train.ipynb", "03_ensemble.ipynb", "04_submission.ipynb")
+    for f in (
+        "01_eda.ipynb",
+        "02_train.ipynb",
+        "03_ensemble.ipynb",
+        "04_submission.ipynb",
+        "05_pseudo.ipynb",
+    )
 )
 # kernel-metadata.json `machine_shape` of a GPU kernel. Kaggle's only T4 offer is "GPU T4 x2" and
 # "NvidiaTeslaT4" is its name: the kaggle CLI's own help for `kernels push --accelerator` says
@@ -97,6 +103,15 @@ ROLES = {
         optional=(),
         models=True,
         internet=False,
+        gpu=True,
+    ),
+    # In-task pretraining fetches a hub backbone (internet on); the teacher runs label texts on
+    # the GPU. Writes pseudo.csv (+ the backbone) to its output for the students' training.
+    "pseudo": dict(
+        required=("kit_dataset", "models_dataset", "teachers"),
+        optional=("blend_json",),
+        models=True,
+        internet=True,
         gpu=True,
     ),
 }
@@ -505,6 +520,7 @@ def build(
         "kit_dataset": code_slug,
         "models_dataset": models_slug,
         "runs": names,
+        "teachers": names,
         "blend_json": blend_json,
         "data_dir": "",
         "out_dir": "",

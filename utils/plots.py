@@ -268,6 +268,30 @@ def prediction_hist(preds, train_target=None):
     return fig
 
 
+@styled
+def pseudo_figure(pseudo: pd.DataFrame, train_target=None, max_std=None):
+    """Pseudo-labels from utils.pseudo: their targets (beside the training target, if given) and
+    target_std, how much the teachers' fold models disagree (the `max_std` cut, if given)."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
+    bins = min(40, max(5, len(pseudo) // 3))
+    if train_target is not None:
+        a.hist(train_target, bins=40, density=True, alpha=0.4, color="#98c1d9", label="train target")
+    a.hist(pseudo["target"], bins=bins, density=True, alpha=0.75, color=NEUTRAL_COLOR,
+           label=f"pseudo-labels (n={len(pseudo)})")
+    a.set(title="Pseudo-labels vs the training target", xlabel="target  (← harder · easier →)",
+          ylabel="density")
+    a.legend(frameon=False)
+    std = pseudo["target_std"]
+    b.hist(std, bins=bins, color=HARD_COLOR, alpha=0.8, edgecolor="white")
+    b.axvline(std.median(), color="black", ls="--", lw=1.2, label=f"median {std.median():.3f}")
+    if max_std:
+        b.axvline(max_std, color=HARD_COLOR, lw=1.5, label=f"max_std {max_std:g} (above: dropped)")
+    b.set(title="Teacher disagreement: sd over every fold model", xlabel="target_std",
+          ylabel="texts")
+    b.legend(frameon=False)
+    return fig
+
+
 # ----------------------------------------------------------------------------- EDA
 
 
