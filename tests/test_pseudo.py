@@ -194,3 +194,16 @@ def test_weighted_loss_counts_each_row_by_its_weight():
     assert compute_loss(cfg, preds, y, torch.tensor([1.0, 0.0])).item() == pytest.approx(1.0)
     assert compute_loss(cfg, preds, y, torch.tensor([1.0, 1.0])).item() == pytest.approx(5.0)
     assert compute_loss(cfg, preds, y, torch.tensor([3.0, 1.0])).item() == pytest.approx(3.0)
+
+
+def test_a_file_from_teachers_with_some_folds_trains_only_those(teachers, tiny_bert, tmp_path, capsys):
+    d = teachers
+    run_cv(cfg_for(d / "train.csv", tmp_path / "half", tiny_bert, only_folds=(0,), max_steps=1))
+    argv = ["--runs", str(tmp_path / "half"), "--texts", str(d / "texts.csv"), "--train-csv",
+            str(d / "train.csv"), "--out", str(tmp_path / "p.csv"), "--no-progress"]
+    assert pseudo_cli.main(argv) == 0
+    assert "target_fold1" not in pd.read_csv(tmp_path / "p.csv").columns
+    argv = train_argv(d, tmp_path / "s", tmp_path / "p.csv", tiny_bert, "--max-steps", "1")
+    assert train_cli.main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "p.csv has no target_fold1", "--only-folds")
+    assert train_cli.main([*argv, "--only-folds", "0"]) == 0
