@@ -24,9 +24,10 @@ from conftest import ROOT, tiny_frame
 from safetensors.torch import load_file
 from test_train import cfg_for
 
-from utils import kaggle
+from utils import bundle, kaggle
+from utils.bundle import BundleError, build, inject_parameters
 from utils.ensemble import save_blend
-from utils.kaggle import BundleError, build, inject_parameters, main
+from utils.kaggle import main
 from utils.predict import predict
 from utils.train import run_cv
 
@@ -154,20 +155,20 @@ def bundles(tmp_path_factory, trained):
 
 
 def test_dataset_metadata_and_slug_validation():
-    meta = kaggle.dataset_metadata(OWNER, "commonlit-kit-code")
+    meta = bundle.dataset_metadata(OWNER, "commonlit-kit-code")
     assert meta == {
         "title": "Commonlit Kit Code",
         "id": f"{OWNER}/commonlit-kit-code",
-        "licenses": [{"name": kaggle.DEFAULT_LICENSE}],
+        "licenses": [{"name": bundle.DEFAULT_LICENSE}],
     }
     with pytest.raises(BundleError, match="6-50"):
-        kaggle.dataset_metadata(OWNER, "a-b")
+        bundle.dataset_metadata(OWNER, "a-b")
     with pytest.raises(BundleError, match="6-50"):
-        kaggle.dataset_metadata(OWNER, "x" * 51)
+        bundle.dataset_metadata(OWNER, "x" * 51)
     with pytest.raises(BundleError, match="lowercase"):
-        kaggle.dataset_metadata(OWNER, "CommonLit_Kit")
+        bundle.dataset_metadata(OWNER, "CommonLit_Kit")
     with pytest.raises(BundleError, match="user name"):
-        kaggle.dataset_metadata("me/you", "commonlit-kit-code")
+        bundle.dataset_metadata("me/you", "commonlit-kit-code")
 
 
 def test_bad_name_fails_before_any_work(trained, tmp_path):
@@ -181,7 +182,7 @@ def test_code_dataset(bundles):
     meta = json.loads((code / "dataset-metadata.json").read_text())
     assert meta["id"] == f"{OWNER}/commonlit-kit-code" and len(meta["licenses"]) == 1
     assert 6 <= len(meta["title"]) <= 50
-    for module in ("__init__.py", "model.py", "predict.py", "env.py", "kaggle.py"):
+    for module in ("__init__.py", "model.py", "predict.py", "env.py", "bundle.py", "kaggle.py"):
         assert (code / "utils" / module).is_file()
     assert not list(code.rglob("__pycache__")) and not list(code.rglob("*.pyc"))
     # The EDA kernel's offline wheels ride along in wheels/ (utils.wheels.ensure installs them).
@@ -195,7 +196,7 @@ def test_code_dataset(bundles):
 def test_code_dataset_without_the_textstat_wheel_is_refused(tmp_path):
     (tmp_path / "wheels").mkdir()
     with pytest.raises(BundleError, match="has no textstat-0.7.8 wheel for the EDA kernel: run `make wheels`"):
-        kaggle.build_code(tmp_path / "code", OWNER, "commonlit-kit-code", tmp_path / "wheels")
+        bundle.build_code(tmp_path / "code", OWNER, "commonlit-kit-code", tmp_path / "wheels")
     assert not (tmp_path / "code").exists()
 
 
@@ -208,7 +209,7 @@ def test_models_dataset_layout(bundles, trained):
     assert meta["id"] == f"{OWNER}/commonlit-kit-models"
     for run in trained["runs"]:
         mine = models / run.name
-        assert {p.name for p in mine.iterdir()} == {"fold0", "fold1", *kaggle.RUN_FILES}
+        assert {p.name for p in mine.iterdir()} == {"fold0", "fold1", *bundle.RUN_FILES}
         for fold in ("fold0", "fold1"):
             names = {p.name for p in (mine / fold).iterdir()}
             assert {
@@ -246,8 +247,8 @@ def test_fp16_weights_are_half_the_size_and_predict_the_same(bundles, trained, t
 def test_fp16_check_can_fail_and_fp32_copies_exactly(trained, tmp_path):
     src = trained["runs"][0] / "fold0"
     with pytest.raises(BundleError, match="--fp32"):
-        kaggle.export_fold(src, tmp_path / "strict", half=True, tol=0.0)
-    assert kaggle.export_fold(src, tmp_path / "fp32", half=False, tol=0.0) == 0.0
+        bundle.export_fold(src, tmp_path / "strict", half=True, tol=0.0)
+    assert bundle.export_fold(src, tmp_path / "fp32", half=False, tol=0.0) == 0.0
     w = "kit_model.safetensors"
     assert (tmp_path / "fp32" / w).read_bytes() == (src / w).read_bytes()
 
@@ -263,7 +264,7 @@ def test_no_training_state_is_bundled(trained, tmp_path):
         p.name for p in (trained["runs"][0] / "fold0").iterdir()
     }
     assert not [
-        p for p in Path(out["models"]["path"]).rglob("*") if kaggle.NOT_FOR_INFERENCE.search(p.name)
+        p for p in Path(out["models"]["path"]).rglob("*") if bundle.NOT_FOR_INFERENCE.search(p.name)
     ]
 
 

@@ -118,6 +118,7 @@ if __name__ == "__main__":
 import pytest  # noqa: E402
 from test_kaggle import fake_notebooks, trained  # noqa: E402, F401 (trained: a fixture, reused)
 
+from utils import bundle  # noqa: E402
 from utils import kaggle as kit  # noqa: E402
 
 MESSAGE = "commonlit-kit 0.1.0"
@@ -219,9 +220,9 @@ def test_every_printed_command_is_accepted_by_the_kaggle_cli(trained, tmp_path, 
             assert {k: last["body"].get(k) for k in ("ownerSlug", "slug", "licenseName")} == {
                 "ownerSlug": OWNER,
                 "slug": slug,
-                "licenseName": kit.DEFAULT_LICENSE,
+                "licenseName": bundle.DEFAULT_LICENSE,
             }
-            assert last["body"]["title"] == kit.title_of(slug)
+            assert last["body"]["title"] == bundle.title_of(slug)
         elif cmd[:2] == ["datasets", "version"]:
             assert last["kind"] == "dataset_version"
             assert last["body"]["datasetSlug"] == Path(cmd[3]).name

@@ -1,0 +1,526 @@
+"""What goes to Kaggle: the kit and the trained runs as datasets, the notebooks as kernels.
+
+Writes (each folder atomically; `utils.kaggle` prints and runs the kaggle commands for them):
+    OUT/<name>-code/     the `utils` package, wheels/ (textstat for the EDA kernel, offline),
+                         dataset-metadata.json
+    OUT/<name>-models/   per run: fold*/ (fp16 weights by default, configs, tokenizer), oof.csv,
+                         folds.csv, metrics.json, config.json; blend.json; dataset-metadata.json
+    OUT/kernels/<name>-<eda|train|ensemble|submission|pseudo>/   notebook + kernel-metadata.json
+Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from .env import COMPETITION
+from .files import atomic_dir, write_json
+from .wheels import WHEELS_DIR
+
+ROOT = Path(__file__).resolve().parents[1]  # the project (pyproject.toml), when run from a checkout
+NOTEBOOKS = tuple(
+    ROOT / "notebooks" / f
+    for f in (
+        "01_eda.ipynb",
+        "02_train.ipynb",
+        "03_ensemble.ipynb",
+        "04_submission.ipynb",
+        "05_pseudo.ipynb",
+    )
+)
+# kernel-metadata.json `machine_shape` of a GPU kernel. Kaggle's only T4 offer is "GPU T4 x2" and
+# "NvidiaTeslaT4" is its name: the kaggle CLI's own help for `kernels push --accelerator` says
+# "'NvidiaTeslaT4' for GPU T4 x2" (kaggle 2.2), and its list of retired shapes sends the old
+# "NvidiaTeslaP100" to "the default GPU (NvidiaTeslaT4)". There is no single-T4 shape, so a kernel
+# asking for a GPU gets two, and the train kernel is told to use both (num_processes=T4_GPUS).
+# A CPU kernel sets enable_gpu false and no machine_shape: it spends no GPU quota.
+MACHINE_SHAPE = "NvidiaTeslaT4"
+T4_GPUS = 2
+SUBMISSION_FILE = "submission.csv"  # what the submission kernel writes; `competitions submit -f`
+# "other" is always accepted by Kaggle; the kit's own license (MIT) travels as LICENSE.
+DEFAULT_LICENSE = "other"
+FP16_TOL = 1e-3  # max |fp16 - fp32| prediction difference a bundle may have
+# A few texts to compare fp16 and fp32 weights on (any text works: only the difference matters).
+CHECK_TEXTS = (
+    "The cat sat on the mat while the dog ran home.",
+    "Notwithstanding the aforementioned considerations, the committee deliberated extensively.",
+    "Photosynthesis converts luminous energy into chemical bonds.",
+)
+# Files of a fold folder that inference never needs (training state), never bundled.
+NOT_FOR_INFERENCE = re.compile(
+    r"^(optimizer|scheduler|scaler|rng_state|trainer_state|training_args)|\.(pt|pth|ckpt|bin)$"
+)
+RUN_FILES = ("config.json", "oof.csv", "folds.csv", "metrics.json")
+SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+# What each notebook becomes, by its name without the number: the parameters injected
+# (required: the notebook's parameters cell must declare them; optional: injected when declared),
+# whether it reads the models dataset, may use the internet, and runs on a GPU (T4 x2).
+ROLES = {
+    "eda": dict(required=("kit_dataset",), optional=(), models=False, internet=False, gpu=False),
+    # Training fetches a hub backbone (internet on) and trains data-parallel on both T4s.
+    "train": dict(
+        required=("kit_dataset", "num_processes"),
+        optional=(),
+        models=False,
+        internet=True,
+        gpu=True,
+    ),
+    # Fitting blend weights on out-of-fold predictions needs no GPU.
+    "ensemble": dict(
+        required=("kit_dataset", "runs"),
+        optional=("models_dataset",),
+        models=True,
+        internet=False,
+        gpu=False,
+    ),
+    # The inference kernel of a code competition must run with the internet off.
+    "submission": dict(
+        required=("kit_dataset", "models_dataset", "runs", "blend_json", "data_dir", "out_dir"),
+        optional=(),
+        models=True,
+        internet=False,
+        gpu=True,
+    ),
+    # In-task pretraining fetches a hub backbone (internet on); the teacher runs label texts on
+    # the GPU. Writes pseudo.csv (+ the backbone) to its output for the students' training.
+    "pseudo": dict(
+        required=("kit_dataset", "models_dataset", "teachers"),
+        optional=("blend_json",),
+        models=True,
+        internet=True,
+        gpu=True,
+    ),
+}
+# Pushed by --push on every call; the others only when named with --kernels (a push runs them).
+ALWAYS_PUSHED = "submission"
+OPTIONAL_KERNELS = tuple(r for r in ROLES if r != ALWAYS_PUSHED)
+
+
+class BundleError(ValueError):
+    """A bundle that cannot be built as asked; the message says what to change."""
+
+
+# ----------------------------------------------------------------------------- names
+
+
+def check_slug(slug: str, what: str, lo: int = 6, hi: int = 50) -> str:
+    """A Kaggle slug: lowercase letters, digits and single hyphens, lo..hi characters."""
+    if not SLUG.match(slug or ""):
+        raise BundleError(f"{what} slug {slug!r} must be lowercase letters, digits and hyphens")
+    if not lo <= len(slug) <= hi:
+        raise BundleError(
+            f"{what} slug {slug!r} has {len(slug)} characters; Kaggle needs {lo}-{hi}"
+        )
+    return slug
+
+
+def title_of(slug: str, what: str = "dataset") -> str:
+    """'commonlit-kit-code' -> 'Commonlit Kit Code' (Kaggle slugifies a kernel title back to its slug)."""
+    title = " ".join(w.capitalize() for w in slug.split("-"))
+    if not 6 <= len(title) <= 50:
+        raise BundleError(f"{what} title {title!r} has {len(title)} characters; Kaggle needs 6-50")
+    return title
+
+
+def check_owner(owner: str) -> str:
+    """A Kaggle user name (the OWNER in OWNER/slug)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", owner or ""):
+        raise BundleError(f"owner {owner!r} is not a Kaggle user name (letters, digits, - and _)")
+    return owner
+
+
+def kernel_role(notebook) -> str:
+    """'04_submission.ipynb' -> 'submission': the notebook's kind (a key of ROLES), its kernel suffix."""
+    suffix = re.sub(r"^\d+[_-]", "", Path(notebook).stem).replace("_", "-").lower()
+    if suffix not in ROLES:
+        raise BundleError(
+            f"notebook {Path(notebook).name}: unknown kind {suffix!r}; "
+            f"expected a name ending in one of {', '.join(ROLES)}"
+        )
+    return suffix
+
+
+def dataset_metadata(owner: str, slug: str, license_name: str = DEFAULT_LICENSE) -> dict:
+    """dataset-metadata.json content: id, title (6-50 characters) and exactly one license."""
+    check_slug(slug, "dataset")
+    return {
+        "title": title_of(slug),
+        "id": f"{check_owner(owner)}/{slug}",
+        "licenses": [{"name": license_name}],
+    }
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+# ----------------------------------------------------------------------------- code dataset
+
+
+def add_wheels(dest: Path, src: Path) -> list:
+    """Copy the notebooks' offline wheels (textstat 0.7.8 and its dependencies, for the EDA kernel,
+    which installs them with `utils.wheels.ensure`) into dest/wheels/; their file names."""
+    from .eda import TEXTSTAT_VERSION
+
+    wheels = sorted(Path(src).glob("*.whl"))
+    if not any(w.name.lower().startswith(f"textstat-{TEXTSTAT_VERSION}-") for w in wheels):
+        raise BundleError(
+            f"{src} has no textstat-{TEXTSTAT_VERSION} wheel for the EDA kernel: run `make wheels` "
+            "(or give --wheels DIR, or --no-wheels to rely on Kaggle's image)"
+        )
+    (dest / WHEELS_DIR).mkdir()
+    for w in wheels:
+        shutil.copy2(w, dest / WHEELS_DIR / w.name)
+    return [w.name for w in wheels]
+
+
+def build_code(
+    dest: Path, owner: str, slug: str, wheels=ROOT / WHEELS_DIR, license_name: str = DEFAULT_LICENSE
+) -> dict:
+    """OUT/<code slug>/: utils/ (importable from the dataset folder), wheels/ (from the folder
+    `wheels`; None: none), metadata."""
+    meta = dataset_metadata(owner, slug, license_name)
+    pkg = Path(__file__).resolve().parent
+    with atomic_dir(dest) as tmp:
+        shutil.copytree(
+            pkg, tmp / "utils", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
+        )
+        if (pkg.parent / "LICENSE").is_file():
+            shutil.copy2(pkg.parent / "LICENSE", tmp / "LICENSE")
+        names = add_wheels(tmp, wheels) if wheels else []
+        write_json(tmp / "dataset-metadata.json", meta)
+    return {"path": str(dest), "id": meta["id"], "wheels": names, "bytes": _size(dest)}
+
+
+# ----------------------------------------------------------------------------- models dataset
+
+
+def _fold_predictions(folder: Path):
+    import torch
+
+    from .model import KIT_CONFIG, TextModel
+    from .predict import predict_model
+
+    model, tok = TextModel.load(folder)
+    max_len = json.loads((folder / KIT_CONFIG).read_text()).get("train", {}).get("max_len", 256)
+    with torch.no_grad():
+        p = predict_model(model, tok, list(CHECK_TEXTS), max_len, precision="fp32", progress=False)
+    return p
+
+
+def export_fold(src: Path, dst: Path, half: bool = True, tol: float = FP16_TOL) -> float:
+    """Copy one fold's inference files to `dst` (weights in fp16 when `half`); returns the largest
+    |prediction difference| against the source on CHECK_TEXTS, and fails above `tol`."""
+    import numpy as np
+
+    from .model import KIT_CONFIG, WEIGHTS, TextModel, check_model_dir
+
+    check_model_dir(src)
+    dst.mkdir(parents=True)
+    for p in sorted(src.iterdir()):
+        if (
+            p.is_file()
+            and p.name != WEIGHTS
+            and not p.name.startswith(".")
+            and not NOT_FOR_INFERENCE.search(p.name)
+        ):
+            shutil.copy2(p, dst / p.name)
+    if half:
+        model, tok = TextModel.load(src)
+        extra = {
+            k: v for k, v in json.loads((src / KIT_CONFIG).read_text()).items() if k != "model"
+        }
+        with tempfile.TemporaryDirectory(prefix="fp16-", dir=dst.parent) as tmp:
+            model.save(tmp, tok, extra=extra, half=True)
+            shutil.move(str(Path(tmp) / WEIGHTS), dst / WEIGHTS)
+        del model
+    else:
+        shutil.copy2(src / WEIGHTS, dst / WEIGHTS)
+    # The bundled folder must load on its own and predict like the trained one.
+    diff = float(np.max(np.abs(_fold_predictions(dst) - _fold_predictions(src))))
+    if not diff <= tol:
+        raise BundleError(
+            f"{src}: {'fp16' if half else 'copied'} weights change predictions by {diff:.2e} "
+            f"(> {tol:g}); bundle this run with --fp32"
+        )
+    return diff
+
+
+def read_blend(path, names) -> dict:
+    """blend.json restricted to the bundled runs; a run with a non-zero weight must be bundled."""
+    from .predict import load_blend, normalize_weights
+
+    blend = json.loads(Path(path).read_text())
+    if not {"runs", "weights"} <= set(blend):
+        raise BundleError(
+            f"{path}: expected {{'runs': [...], 'weights': [...]}}, found {sorted(blend)}"
+        )
+    left_out = [r for r, w in zip(blend["runs"], blend["weights"]) if r not in names and w != 0]
+    if left_out:
+        raise BundleError(
+            f"{path} gives weight to run(s) {', '.join(left_out)} that are not in "
+            f"--runs ({', '.join(names)}); bundle them too"
+        )
+    try:
+        weights = load_blend(path, names)
+        normalize_weights(weights, len(names))
+    except ValueError as e:
+        raise BundleError(str(e)) from None
+    return {**blend, "runs": list(names), "weights": [float(w) for w in weights]}
+
+
+def build_models(
+    dest: Path,
+    owner: str,
+    slug: str,
+    runs,
+    blend=None,
+    half: bool = True,
+    license_name: str = DEFAULT_LICENSE,
+    tol: float = FP16_TOL,
+) -> dict:
+    """OUT/<models slug>/: each run's finished folds and summaries, blend.json, metadata."""
+    from .files import fold_dirs
+
+    meta = dataset_metadata(owner, slug, license_name)
+    runs = [Path(r) for r in runs]
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise BundleError(f"run folder names must differ (they become folders): {names}")
+    blend_obj = read_blend(blend, names) if blend else None
+    info = {
+        "path": str(dest),
+        "id": meta["id"],
+        "runs": names,
+        "max_diff": 0.0,
+        "weights_bytes": 0,
+        "source_weights_bytes": 0,
+    }
+    with atomic_dir(dest) as tmp:
+        for run in runs:
+            for fold in fold_dirs(run):
+                d = export_fold(fold, tmp / run.name / fold.name, half, tol)
+                info["max_diff"] = max(info["max_diff"], d)
+                info["source_weights_bytes"] += (fold / "kit_model.safetensors").stat().st_size
+                info["weights_bytes"] += (
+                    (tmp / run.name / fold.name / "kit_model.safetensors").stat().st_size
+                )
+            for f in RUN_FILES:
+                if (run / f).is_file():
+                    shutil.copy2(run / f, tmp / run.name / f)
+        if blend_obj is not None:
+            write_json(tmp / "blend.json", blend_obj)
+        write_json(tmp / "dataset-metadata.json", meta)
+    info["bytes"] = _size(dest)
+    return info
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def _tags(cell) -> list:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def declared_parameters(nb: dict) -> list:
+    """Names assigned in the notebook's cell tagged 'parameters'."""
+    cells = [c for c in nb.get("cells", []) if "parameters" in _tags(c)]
+    if not cells:
+        raise BundleError("has no cell tagged 'parameters'")
+    text = _source(cells[0])
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return re.findall(r"^(\w+)\s*(?::[^=]*)?=", text, flags=re.M)
+    names = []
+    for node in tree.body:
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else ([node.target] if isinstance(node, ast.AnnAssign) else [])
+        )
+        names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
+def inject_parameters(nb: dict, params: dict) -> dict:
+    """A copy of `nb` with papermill's own 'injected-parameters' cell right after the
+    'parameters' cell (an earlier injected cell is replaced), as `papermill -p` would run it."""
+    import nbformat
+    from papermill.parameterize import parameterize_notebook
+
+    if not any("parameters" in _tags(c) for c in nb.get("cells", [])):
+        raise BundleError("has no cell tagged 'parameters'")
+    node = nbformat.from_dict(copy.deepcopy(nb))
+    # What papermill's own notebook loader does first: every cell has tags, and a papermill
+    # metadata block (where it records the parameters).
+    for cell in node.cells:
+        cell.metadata.setdefault("tags", [])
+    node.metadata.setdefault("papermill", {})
+    node = parameterize_notebook(node, params, kernel_name="python3", language="python")
+    return json.loads(nbformat.writes(node))
+
+
+def kernel_metadata(
+    owner: str, slug: str, code_file: str, internet: bool, datasets, kernels=(), gpu: bool = True
+) -> dict:
+    """kernel-metadata.json content for a private notebook kernel of the competition: on a
+    "GPU T4 x2" machine when `gpu`, else on CPU (no machine_shape)."""
+    check_slug(slug, "kernel", lo=5)
+    meta = {
+        "id": f"{check_owner(owner)}/{slug}",
+        "title": title_of(slug, "kernel"),
+        "code_file": code_file,
+        "language": "python",
+        "kernel_type": "notebook",
+        "is_private": True,
+        "enable_gpu": gpu,
+        "enable_tpu": False,
+        "enable_internet": internet,
+        "dataset_sources": list(datasets),
+        "competition_sources": [COMPETITION],
+        "kernel_sources": list(kernels),
+        "model_sources": [],
+    }
+    if gpu:
+        meta["machine_shape"] = MACHINE_SHAPE
+    return meta
+
+
+def build_kernel(
+    dest: Path, notebook: Path, owner: str, slug: str, role: str, values: dict, datasets, kernels=()
+) -> dict:
+    """OUT/kernels/<slug>/: the notebook with its injected parameters + kernel-metadata.json."""
+    spec = ROLES[role]
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    try:
+        declared = declared_parameters(nb)
+    except BundleError as e:
+        raise BundleError(f"notebook {notebook} {e}") from None
+    missing = [k for k in spec["required"] if k not in declared]
+    if missing:
+        raise BundleError(
+            f"notebook {notebook}: its parameters cell does not declare "
+            f"{', '.join(missing)} (declares: {', '.join(declared) or 'nothing'})"
+        )
+    params = {
+        k: values[k]
+        for k in (*spec["required"], *spec["optional"])
+        if k in declared and k in values
+    }
+    meta = kernel_metadata(
+        owner, slug, Path(notebook).name, spec["internet"], datasets, kernels, spec["gpu"]
+    )
+    with atomic_dir(dest) as tmp:
+        text = json.dumps(inject_parameters(nb, params), indent=1, ensure_ascii=False) + "\n"
+        (tmp / Path(notebook).name).write_text(text, encoding="utf-8")
+        write_json(tmp / "kernel-metadata.json", meta)
+    return {
+        "path": str(dest),
+        "id": meta["id"],
+        "role": role,
+        "parameters": params,
+        "internet": spec["internet"],
+        "gpu": spec["gpu"],
+    }
+
+
+# ----------------------------------------------------------------------------- the bundle
+
+
+def build(
+    runs,
+    owner: str,
+    out,
+    name: str = "commonlit-kit",
+    blend=None,
+    half: bool = True,
+    kernel_sources=None,
+    notebooks=NOTEBOOKS,
+    wheels=ROOT / WHEELS_DIR,
+    license_name: str = DEFAULT_LICENSE,
+    tol: float = FP16_TOL,
+) -> dict:
+    """Write the code dataset, the models dataset and one kernel per notebook under `out`.
+
+    A missing notebook is reported in result['errors'] and its kernel skipped; the rest is built.
+    With `kernel_sources` (OWNER/KERNEL of a training kernel) the kernels read the runs from that
+    kernel's output and no models dataset is built; `runs` are then just the run names.
+    """
+    out = Path(out)
+    check_owner(owner)
+    code_slug = check_slug(f"{name}-code", "code dataset")
+    models_slug = check_slug(f"{name}-models", "models dataset")
+    # From a kernel's output the runs are paths inside it (e.g. runs/roberta-base-attention);
+    # bundled runs become folders of the models dataset, named after the run folders.
+    names = [Path(r).as_posix() if kernel_sources else Path(r).name for r in runs]
+    if not names:
+        raise BundleError("give at least one run folder with --runs")
+    bad = [r for r in names if Path(r).is_absolute() or ".." in Path(r).parts]
+    if bad:
+        raise BundleError(f"--runs {' '.join(bad)}: give paths inside the source kernel's output")
+    kernels = []
+    if kernel_sources:
+        parts = kernel_sources.split("/")
+        if len(parts) != 2 or not all(parts):
+            raise BundleError(f"--kernel-sources {kernel_sources!r}: expected OWNER/KERNEL")
+        kernels = [kernel_sources]
+        models_slug = check_slug(parts[1], "source kernel", lo=5)
+    # Fail on names before any slow work.
+    kernel_plan = []
+    for nb in notebooks:
+        role = kernel_role(nb)
+        kernel_plan.append((Path(nb), check_slug(f"{name}-{role}", "kernel", lo=5), role))
+
+    result = {
+        "owner": owner,
+        "code": None,
+        "models": None,
+        "kernels": [],
+        "kernel_sources": kernels,
+        "errors": [],
+    }
+    result["code"] = build_code(out / code_slug, owner, code_slug, wheels, license_name)
+    if not kernel_sources:
+        result["models"] = build_models(
+            out / models_slug, owner, models_slug, runs, blend, half, license_name, tol
+        )
+    # blend_json is relative to the models folder: our blend.json, or (kernel output) its name there.
+    blend_json = "" if not blend else Path(blend).name if kernel_sources else "blend.json"
+    values = {
+        "kit_dataset": code_slug,
+        "models_dataset": models_slug,
+        "runs": names,
+        "teachers": names,
+        "blend_json": blend_json,
+        "data_dir": "",
+        "out_dir": "",
+        "num_processes": T4_GPUS,
+    }
+    for nb, slug, role in kernel_plan:
+        if not nb.is_file():
+            result["errors"].append(f"notebook {nb} not found: kernel {slug} skipped")
+            continue
+        datasets = [f"{owner}/{code_slug}"]
+        if ROLES[role]["models"] and not kernel_sources:
+            datasets.append(f"{owner}/{models_slug}")
+        ks = kernels if ROLES[role]["models"] else []
+        try:
+            result["kernels"].append(
+                build_kernel(out / "kernels" / slug, nb, owner, slug, role, values, datasets, ks)
+            )
+        except BundleError as e:
+            result["errors"].append(f"{e}: kernel {slug} skipped")
+    return result
