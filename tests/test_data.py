@@ -11,6 +11,7 @@ from utils.batching import (
     deal_evenly,
     length_grouped_batches,
     sorted_batches,
+    start_epoch,
 )
 from utils.data import DataError, make_folds, read_csv, read_folds
 from utils.model import load_tokenizer
@@ -89,6 +90,31 @@ def test_read_folds_checks_coverage(tmp_path):
     pd.DataFrame({"id": df.id[:8], "fold": 0}).to_csv(tmp_path / "g.csv", index=False)
     with pytest.raises(DataError, match="no fold for 2 training ids"):
         read_folds(tmp_path / "g.csv", df.id)
+
+
+def test_a_prepared_loader_starts_at_the_epoch_it_is_given():
+    # accelerate's prepared loader counts its passes from 0 (and 1.x sets that count on the
+    # sampler when a pass begins): a loader first used at epoch 2 must still give epoch 2's order.
+    from accelerate import Accelerator
+
+    lengths = np.random.default_rng(0).integers(5, 300, 100)
+    sampler = EpochBatches(lengths, 8, seed=3, group_by_length=True)
+    expected = []
+    for epoch in (2, 3):
+        sampler.set_epoch(epoch)
+        expected.append(list(sampler))
+    assert expected[0] != expected[1]
+    ds = [{"index": i} for i in range(100)]
+    fresh = EpochBatches(lengths, 8, seed=3, group_by_length=True)
+    collate = lambda items: [x["index"] for x in items]  # noqa: E731
+    dl = Accelerator(cpu=True).prepare(
+        torch.utils.data.DataLoader(ds, batch_sampler=fresh, collate_fn=collate)
+    )
+    got = []
+    for epoch in (2, 3):
+        start_epoch(dl, fresh, epoch)
+        got.append(list(dl))
+    assert got == expected
 
 
 def test_dataset_truncates_counts_and_collates_to_multiple_of_8(tiny_bert):

@@ -143,3 +143,57 @@ def test_notebook_launcher_on_two_cpu_processes(tiny_csv_module, tiny_bert, refe
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
     check_run(out, log, reference, 60)
+
+
+def test_pretraining_on_two_cpu_processes_resumes_as_it_would_have_ended(tiny_bert, tmp_path):
+    """`accelerate launch -m utils.pretrain`: a run that dies in its second epoch (in a script that
+    makes the held-out measurement raise) is finished by the same command and ends with the
+    weights of an uninterrupted 2-process run."""
+    from conftest import tiny_frame
+    from safetensors.torch import load_file
+
+    csv = tmp_path / "train.csv"
+    tiny_frame(80).to_csv(csv, index=False)
+
+    def launch(target, out, *extra):
+        args = ["--texts", str(csv), "--model", tiny_bert, "--out", str(out), "--epochs", "3",
+                "--batch-size", "8", "--lr", "0.01", "--no-progress"]
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
+               "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+               "--main_process_port", str(free_port()), *target, *args]
+        proc = subprocess.run(cmd, cwd=tmp_path, env=child_env(), capture_output=True, text=True,
+                              timeout=600)
+        return proc.returncode, proc.stdout + proc.stderr
+
+    rc, log = launch(["-m", "utils.pretrain"], tmp_path / "whole")
+    assert rc == 0, log[-3000:]
+    assert log.count("backbone saved") == 1 and log.count("epoch 3/3") == 1, log[-3000:]
+    info = json.loads((tmp_path / "whole" / "pretrain.json").read_text())
+    assert info["processes"] == 2
+
+    dies = tmp_path / "dies.py"
+    dies.write_text(textwrap.dedent("""
+        import sys
+        import utils.pretrain as p
+
+        measured, calls = p.mlm_loss, []
+
+        def dies_in_epoch_2(*args):  # held-out loss: before, after epoch 1, after epoch 2
+            calls.append(1)
+            if len(calls) == 3:
+                raise SystemExit("the session died")
+            return measured(*args)
+
+        p.mlm_loss = dies_in_epoch_2
+        sys.exit(p.main())
+    """))
+    out = tmp_path / "cut"
+    rc, log = launch([str(dies)], out)
+    assert rc != 0 and "the session died" in log
+    assert not out.exists() and (tmp_path / "cut.resume.pt").is_file()
+    rc, log = launch(["-m", "utils.pretrain"], out)
+    assert rc == 0, log[-3000:]
+    assert log.count("epoch 1 of 3 done") == 1 and log.count("backbone saved") == 1, log[-3000:]
+    assert not (tmp_path / "cut.resume.pt").exists()
+    a, b = (load_file(tmp_path / d / "model.safetensors") for d in ("whole", "cut"))
+    assert a.keys() == b.keys() and all(np.abs((a[k] - b[k]).numpy()).max() < TOL for k in a)

@@ -262,6 +262,70 @@ def test_refuses_to_replace_a_folder_it_did_not_write(tiny_bert, tiny_csv, tmp_p
     assert (out / "notes.txt").read_text() == "keep me"
 
 
+def test_an_interrupted_pretraining_resumes_and_ends_as_an_uninterrupted_one(
+    tiny_bert, tmp_path, monkeypatch, capsys
+):
+    csv = write(tiny_frame(60), tmp_path / "train.csv")
+    whole = pretrain(cfg_for([csv], tmp_path / "whole", tiny_bert, epochs=3, lr=1e-2))
+
+    out = tmp_path / "cut"
+    resume_file = pretrain_mod.resume_path(out)
+    measured = pretrain_mod.mlm_loss
+    calls = []
+
+    def dies_in_epoch_3(*args):  # held-out loss: before, after epoch 1, after epoch 2, ...
+        calls.append(1)
+        if len(calls) == 3:
+            assert resume_file.is_file()  # epoch 1's state is on disk before epoch 2 ends
+            raise KeyboardInterrupt("the session died")
+        return measured(*args)
+
+    monkeypatch.setattr(pretrain_mod, "mlm_loss", dies_in_epoch_3)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(cfg_for([csv], out, tiny_bert, epochs=3, lr=1e-2))
+    assert not out.exists() and resume_file.is_file()
+    assert torch.load(resume_file, weights_only=True)["history"][0]["epoch"] == 1
+
+    monkeypatch.setattr(pretrain_mod, "mlm_loss", measured)
+    capsys.readouterr()
+    resumed = pretrain(cfg_for([csv], out, tiny_bert, epochs=3, lr=1e-2))
+    assert "epoch 1 of 3 done" in capsys.readouterr().out
+    assert not resume_file.exists()
+    assert resumed["steps"] == whole["steps"]
+    for key in ("loss_before", "loss_after"):
+        assert resumed[key] == pytest.approx(whole[key], abs=1e-6)
+    assert [h["train_loss"] for h in resumed["history"]] == pytest.approx(
+        [h["train_loss"] for h in whole["history"]], abs=1e-6
+    )
+    from safetensors.torch import load_file
+
+    a = load_file(tmp_path / "whole" / "model.safetensors")
+    b = load_file(out / "model.safetensors")
+    assert a.keys() == b.keys()
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_a_resume_with_other_settings_or_texts_is_refused(tiny_bert, tmp_path, capsys):
+    csv = write(tiny_frame(40), tmp_path / "train.csv")
+    out = tmp_path / "out"
+    cfg = cfg_for([csv], out, tiny_bert, epochs=2)
+    texts = collect_texts([csv])["text"].tolist()
+    identity = pretrain_mod.training_identity(cfg, texts[:30], texts[30:])
+    torch.save({"identity": {**identity, "lr": 1.0}}, pretrain_mod.resume_path(out))
+    argv = ["--texts", str(csv), "--model", tiny_bert, "--out", str(out), "--epochs", "2",
+            "--batch-size", "8", "--lr", "0.003", "--valid-fraction", "0.25", "--seed", "1",
+            "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "other settings or texts" in err[0] and "lr: 1.0 -> 0.003" in err[0]
+
+    pretrain_mod.resume_path(out).write_bytes(b"not a checkpoint")
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot be read" in err[0] and "delete it" in err[0]
+    assert not out.exists()
+
+
 @pytest.mark.integration
 def test_minilm_on_real_data(minilm_path, real_data, tmp_path, capsys):
     from transformers import AutoModel

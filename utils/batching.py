@@ -148,3 +148,13 @@ class EpochBatches(torch.utils.data.Sampler):
     def __len__(self):
         n = -(-len(self.lengths) // self.size)
         return n + (-n % self.processes if n else 0)
+
+
+def start_epoch(loader, sampler: EpochBatches, epoch: int) -> None:
+    """Make `epoch` the batch order of the loader's next pass. accelerate's prepared loader counts
+    its own passes from 0 and, from 1.x, sets that count on the batch sampler when a pass begins:
+    its count is set too, or a loader that starts at a later epoch (a resumed run, the real rows
+    after pseudo epochs) would replay epoch 0's order."""
+    if hasattr(loader, "set_epoch"):
+        loader.set_epoch(epoch)
+    sampler.set_epoch(epoch)

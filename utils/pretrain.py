@@ -13,12 +13,18 @@ OUT (written atomically) is a backbone folder that `--model OUT` takes as it is:
 the encoder's weights (the same keys as the input checkpoint; the MLM head is left out), the
 tokenizer, pretrain.json (held-out loss before/after, text counts, settings, versions) and
 pretrain_texts.csv (every row read: source, row, id, split = train | valid | duplicate).
+
+Re-running the same command resumes: after every epoch but the last, the whole training state
+(weights, optimizer, schedule, loss scaler, random generators) is saved atomically to
+OUT.resume.pt beside OUT; a rerun with the same settings and texts continues from the next epoch
+and ends where an uninterrupted run would, and the file is removed once OUT is written.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import math
 import os
 import sys
@@ -33,10 +39,10 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from . import __version__
-from .batching import EpochBatches, TextDataset, sorted_batches
+from .batching import EpochBatches, TextDataset, sorted_batches, start_epoch
 from .config import add_fields, cli_error
 from .data import DataError, read_csv
-from .files import atomic_dir, write_csv, write_json
+from .files import atomic_dir, atomic_file, write_csv, write_json
 from .model import _pretrained, load_tokenizer
 from .train import accelerator_for
 
@@ -241,6 +247,62 @@ def _versions() -> dict:
     }
 
 
+# Settings that do not change what is trained: a resume may differ in them.
+NOT_TRAINING = ("out", "overwrite", "progress")
+
+
+def resume_path(out: Path) -> Path:
+    """Where an unfinished pretraining into `out` keeps its state between epochs."""
+    return out.with_name(out.name + ".resume.pt")
+
+
+def training_identity(cfg: PretrainConfig, train_texts, valid_texts, processes: int = 1) -> dict:
+    """What a resume must match: the settings that shape training, the texts themselves and the
+    number of processes (which sets the batches of each optimizer step)."""
+    digest = hashlib.sha256()
+    for t in [*train_texts, "\0", *valid_texts]:
+        digest.update(t.encode("utf-8") + b"\0")
+    # The texts by content, not by the paths they were read from.
+    skip = (*NOT_TRAINING, "texts")
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip}
+    return {**settings, "texts_sha256": digest.hexdigest(), "processes": processes}
+
+
+def load_resume(path: Path, identity: dict):
+    """The saved state of an unfinished run with this identity; None when there is none."""
+    if not path.is_file():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise ValueError(
+            f"{path} (an unfinished pretraining's state) cannot be read ({type(e).__name__}); "
+            f"delete it to start over"
+        ) from None
+    saved = state["identity"]
+    diff = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
+    if diff:
+        detail = ", ".join(f"{k}: {saved.get(k)!r} -> {identity.get(k)!r}" for k in diff[:3])
+        raise ValueError(
+            f"{path} holds an unfinished pretraining with other settings or texts ({detail}); "
+            f"rerun with its settings to resume, or delete it to start over"
+        )
+    return state
+
+
+def rng_state() -> dict:
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
 def pretrain(cfg: PretrainConfig) -> dict:
     """Continue masked-LM training of cfg.model on cfg.texts; returns pretrain.json's content."""
     from accelerate.utils import set_seed
@@ -270,6 +332,10 @@ def pretrain(cfg: PretrainConfig) -> dict:
         f"{len(rows)} rows, {n_dup} duplicate(s) dropped: {len(train_texts)} texts to train on, "
         f"{len(valid_texts)} held out"
     )
+
+    resume_file = resume_path(out)
+    identity = training_identity(cfg, train_texts, valid_texts, accelerator.num_processes)
+    state = load_resume(resume_file, identity)  # before anything slow: a mismatch fails at once
 
     tokenizer = load_tokenizer(cfg.model)
     if tokenizer.mask_token is None:
@@ -324,19 +390,33 @@ def pretrain(cfg: PretrainConfig) -> dict:
             return None
         return mlm_loss(accelerator.unwrap_model(model), valid_batches, accelerator.device)
 
-    loss_before = held_out()
+    if state is None:
+        loss_before, history, step, start = held_out(), [], 0, 0
+    else:
+        accelerator.unwrap_model(model).load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        if accelerator.scaler is not None and "scaler" in state:
+            accelerator.scaler.load_state_dict(state["scaler"])
+        set_rng_state(state["rng"][accelerator.process_index])
+        loss_before, history, step = state["loss_before"], state["history"], state["step"]
+        start = len(history)
+        t0 -= state["seconds"]  # the time spent before the interruption counts
+        log(f"resuming from {resume_file}: epoch {start} of {cfg.epochs} done, step {step}")
     if valid_batches:
         log(
             f"held-out MLM loss before: {loss_before:.4f} ({len(valid_texts)} texts, "
             f"{n_masked} masked tokens)"
         )
-    history, step = [], 0
     bar = tqdm(
-        total=total, desc="pretrain", disable=not (cfg.progress and accelerator.is_main_process)
+        total=total,
+        initial=step,
+        desc="pretrain",
+        disable=not (cfg.progress and accelerator.is_main_process),
     )
     model.train()
-    for epoch in range(cfg.epochs):
-        sampler.set_epoch(epoch)
+    for epoch in range(start, cfg.epochs):
+        start_epoch(train_dl, sampler, epoch)
         loss_sum, loss_n = 0.0, 0
         for batch in train_dl:
             loss = model(**batch).loss
@@ -366,6 +446,9 @@ def pretrain(cfg: PretrainConfig) -> dict:
             f"epoch {epoch + 1}/{cfg.epochs} step {step}/{total} | "
             f"train loss {entry['train_loss']:.4f}{held}"
         )
+        if epoch + 1 < cfg.epochs:
+            save_resume(accelerator, resume_file, identity, model, optimizer, scheduler,
+                        loss_before, history, step, t0)
     bar.close()
 
     info = {
@@ -392,9 +475,36 @@ def pretrain(cfg: PretrainConfig) -> dict:
             save_backbone(accelerator.unwrap_model(model), cfg.model, tokenizer, tmp)
             write_csv(tmp / "pretrain_texts.csv", rows[["source", "row", "id", "split"]])
             write_json(tmp / "pretrain.json", info)
+        resume_file.unlink(missing_ok=True)
         log(f"backbone saved to {out} in {info['seconds']:.0f}s")
     accelerator.wait_for_everyone()
     return info
+
+
+def save_resume(accelerator, path, identity, model, optimizer, scheduler, loss_before, history,
+                step, t0) -> None:
+    """The state a rerun continues from, written atomically by the main process. Every process has
+    drawn its own masks and dropout: each one's random generators are kept."""
+    from accelerate.utils import gather_object
+
+    rng = gather_object([rng_state()])  # one per process, in process order
+    if accelerator.is_main_process:
+        state = {
+            "identity": identity,
+            "model": accelerator.unwrap_model(model).state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": rng,
+            "loss_before": loss_before,
+            "history": history,
+            "step": step,
+            "seconds": time.time() - t0,
+        }
+        if accelerator.scaler is not None:
+            state["scaler"] = accelerator.scaler.state_dict()
+        with atomic_file(path) as tmp:
+            torch.save(state, tmp)
+    accelerator.wait_for_everyone()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,7 +27,15 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from . import __version__
-from .batching import Batches, Collator, EpochBatches, TextDataset, deal_evenly, sorted_batches
+from .batching import (
+    Batches,
+    Collator,
+    EpochBatches,
+    TextDataset,
+    deal_evenly,
+    sorted_batches,
+    start_epoch,
+)
 from .config import TrainConfig, cli_error, config_from_args, identity
 from .data import (
     REFERENCE_ID,
@@ -323,7 +331,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     model.train()
     for epoch, phase in enumerate(phases):
         dl = loaders[phase]
-        samplers[phase].set_epoch(epoch)
+        start_epoch(dl, samplers[phase], epoch)
         for i, batch in enumerate(dl):
             with accelerator.accumulate(model):
                 preds = model(batch["input_ids"], batch["attention_mask"])
