@@ -1,6 +1,7 @@
 """Pseudo-labelling, measured on the real data without external text: the half-labelled experiment.
 
     python bench/pseudo.py --arms A B C     # ~12 + 25 + 16 min on 2 idle CPU cores, resumable
+    python bench/pseudo.py --arms E         # 2 more teachers (~12 min each) + a student (~20 min)
     python bench/pseudo.py --table          # print the table of saved results
 
 Fold 0 of the kit's 5 folds (make_folds, seed 42) of train.csv; all-MiniLM-L6-v2, attention pooling,
@@ -10,6 +11,8 @@ Every arm is scored on fold 0's validation rows V:
   A  train on L only (this run is also the teacher)
   B  the teacher labels U (python -m utils.pseudo); the student trains on L + pseudo(U), mixed
   C  as B with --pseudo-epochs 1 (the pseudo rows alone first, then L)
+  E  as B with a better teacher: A's run and two more trained on L with seeds 1 and 2, their fold-0
+     models averaged (python -m utils.pseudo --runs with three runs): does better labelling help?
   D  L + U with their true labels: the ceiling. This is exactly bench/quality.py's attention run
      with seed 42 (same rows, recipe and seed), so its result is read from
      bench/results/quality_attention.json (--rerun-ceiling trains it again).
@@ -32,7 +35,8 @@ RESULTS = HERE / "results"
 WORK = HERE.parent / "runs" / "bench-pseudo"
 SPLIT_SEED = 0  # the L / U halves
 MAX_STEPS = 0  # --max-steps: a quick check of the script, not a result
-ARMS = ("A", "B", "C", "D")
+ARMS = ("A", "B", "C", "D", "E")
+TEACHER_SEEDS = (1, 2)  # arm E's teachers besides A's run (seed 42)
 
 
 def split(train_csv: str) -> dict:
@@ -74,21 +78,26 @@ def train(name: str, **kw) -> dict:
             "n_train": info["n_train"], "n_pseudo": info.get("n_pseudo", 0), "steps": info["steps"]}
 
 
-def pseudo_labels() -> dict:
-    """The teacher (arm A's run) labels U; how good those labels are (U's labels are known)."""
+def pseudo_labels(runs=("A",), name: str = "pseudo.csv") -> dict:
+    """The teachers (runs on L) label U; how good those labels are (U's labels are known) and how
+    good the teachers' averaged fold-0 predictions are on V."""
     import pandas as pd
 
     from utils import pseudo
 
-    out = WORK / "pseudo.csv"
+    out = WORK / name
     if not out.is_file():
-        argv = ["--runs", str(WORK / "A"), "--texts", str(WORK / "u.csv"), "--train-csv",
-                str(WORK / "lv.csv"), "--out", str(out), "--no-progress"]
+        argv = ["--runs", *(str(WORK / r) for r in runs), "--texts", str(WORK / "u.csv"),
+                "--train-csv", str(WORK / "lv.csv"), "--out", str(out), "--no-progress"]
         if pseudo.main(argv) != 0:
             raise SystemExit("pseudo-labelling failed")
     p = pd.read_csv(out, dtype={"id": str}).merge(pd.read_csv(WORK / "u_truth.csv", dtype={"id": str}), on="id",
                                                    suffixes=("", "_true"))
-    return {"n_pseudo": len(p), "pseudo_rmse_vs_true": float(np.sqrt(((p.target_fold0 - p.target_true) ** 2).mean()))}
+    oofs = [pd.read_csv(WORK / r / "oof.csv", dtype={"id": str}).set_index("id").sort_index() for r in runs]
+    on_v = sum(o.pred for o in oofs) / len(oofs)
+    return {"n_pseudo": len(p), "teachers": list(runs),
+            "pseudo_rmse_vs_true": float(np.sqrt(((p.target_fold0 - p.target_true) ** 2).mean())),
+            "teacher_valid_rmse": float(np.sqrt(((on_v - oofs[0].target) ** 2).mean()))}
 
 
 def run_arm(arm: str, train_csv: str, rerun_ceiling: bool) -> dict:
@@ -100,6 +109,13 @@ def run_arm(arm: str, train_csv: str, rerun_ceiling: bool) -> dict:
     elif arm in ("B", "C"):
         labels = pseudo_labels()
         result = {**train(arm, pseudo_csv=str(WORK / "pseudo.csv"), pseudo_epochs=int(arm == "C")), **labels}
+    elif arm == "E":
+        teachers = ["A"]
+        for seed in TEACHER_SEEDS:  # resumable: a finished teacher run is skipped by run_cv
+            train(f"A_seed{seed}", seed=seed)
+            teachers.append(f"A_seed{seed}")
+        labels = pseudo_labels(teachers, "pseudo_ensemble.csv")
+        result = {**train("E", pseudo_csv=str(WORK / "pseudo_ensemble.csv")), **labels}
     elif rerun_ceiling:
         result = train("D", train_csv=train_csv, folds_csv="", folds=5, fold_seed=42)
     else:
@@ -116,17 +132,22 @@ def table() -> str:
     got = {a: json.loads((RESULTS / f"pseudo_{a}.json").read_text())
            for a in ARMS if (RESULTS / f"pseudo_{a}.json").is_file()}
     what = {"A": "L only (the teacher)", "B": "L + pseudo(U), mixed", "C": "L + pseudo(U), pseudo epoch first",
-            "D": "L + U, true labels (ceiling)"}
+            "D": "L + U, true labels (ceiling)",
+            "E": "L + pseudo(U) from 3 teachers, mixed"}
     lines = ["| arm | trained on | fold-0 valid RMSE | share of the A -> D gap | minutes |",
              "| --- | --- | --- | --- | --- |"]
     gap = got["A"]["valid_rmse"] - got["D"]["valid_rmse"] if {"A", "D"} <= set(got) else None
     for a, r in got.items():
-        share = f"{(got['A']['valid_rmse'] - r['valid_rmse']) / gap:.0%}" if gap and a in "BC" else "–"
+        share = f"{(got['A']['valid_rmse'] - r['valid_rmse']) / gap:.0%}" if gap and a in "BCE" else "–"
         lines.append(f"| {a} | {what[a]} | {r['valid_rmse']:.4f} | {share} | {r['minutes']:.1f} |")
-    labels = next((r for r in got.values() if "pseudo_rmse_vs_true" in r), None)
-    if labels:
-        lines.append(f"\nPseudo-labels of U ({labels['n_pseudo']} texts) vs their true labels: "
-                     f"RMSE {labels['pseudo_rmse_vs_true']:.4f}")
+    lines.append("")
+    for a in ("B", "E"):
+        if "pseudo_rmse_vs_true" in got.get(a, {}):
+            r = got[a]
+            on_v = f", on V {r['teacher_valid_rmse']:.4f}" if "teacher_valid_rmse" in r else ""
+            lines.append(f"Arm {a}'s pseudo-labels of U ({r['n_pseudo']} texts, teachers "
+                         f"{', '.join(r.get('teachers', ['A']))}): RMSE {r['pseudo_rmse_vs_true']:.4f} "
+                         f"against U's true labels{on_v}")
     return "\n".join(lines)
 
 
