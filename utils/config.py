@@ -124,6 +124,12 @@ def identity(cfg: TrainConfig) -> dict:
     return json.loads(json.dumps(d))  # tuples -> lists, exactly as config.json stores them
 
 
+def differences(saved: dict, current: dict, limit: int = 4) -> str:
+    """'' when two identities agree, else their first differing keys: 'k: saved -> current, ...'."""
+    keys = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
+    return ", ".join(f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in keys[:limit])
+
+
 def _schedule(text: str) -> tuple:
     """'0.50:16,0.49:8,0:1' -> ((0.5, 16), (0.49, 8), (0.0, 1))."""
     if not text:

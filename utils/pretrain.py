@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .batching import EpochBatches, TextDataset, sorted_batches, start_epoch
-from .config import add_fields, cli_error
+from .config import add_fields, cli_error, differences
 from .data import DataError, read_csv
 from .files import atomic_dir, atomic_file, write_csv, write_json
 from .model import _pretrained, load_tokenizer
@@ -280,11 +280,10 @@ def load_resume(path: Path, identity: dict):
             f"delete it to start over"
         ) from None
     saved = state["identity"]
-    diff = sorted(k for k in set(saved) | set(identity) if saved.get(k) != identity.get(k))
+    diff = differences(saved, identity, limit=3)
     if diff:
-        detail = ", ".join(f"{k}: {saved.get(k)!r} -> {identity.get(k)!r}" for k in diff[:3])
         raise ValueError(
-            f"{path} holds an unfinished pretraining with other settings or texts ({detail}); "
+            f"{path} holds an unfinished pretraining with other settings or texts ({diff}); "
             f"rerun with its settings to resume, or delete it to start over"
         )
     return state

@@ -36,7 +36,7 @@ from .batching import (
     sorted_batches,
     start_epoch,
 )
-from .config import TrainConfig, cli_error, config_from_args, identity
+from .config import TrainConfig, cli_error, config_from_args, differences, identity
 from .data import (
     REFERENCE_ID,
     DataError,
@@ -432,13 +432,12 @@ def prepare_out(cfg: TrainConfig, out: Path) -> None:
     saved_path = out / "config.json"
     if saved_path.exists():
         saved = json.loads(saved_path.read_text())
-        diff = sorted(k for k in set(saved) | set(identity(cfg)) if saved.get(k) != identity(cfg).get(k))
+        diff = differences(saved, identity(cfg))
         # No finished fold (e.g. the last command had a typo in --model): nothing to lose, so
         # the corrected command simply starts over instead of asking for --overwrite.
         if diff and not cfg.overwrite and finished_folds(out):
-            detail = ", ".join(f"{k}: {saved.get(k)!r} -> {identity(cfg).get(k)!r}" for k in diff[:4])
             raise RunError(
-                f"{out} holds a run made with different arguments ({detail}); "
+                f"{out} holds a run made with different arguments ({diff}); "
                 "use another --out, the same arguments, or --overwrite"
             )
         if diff:
