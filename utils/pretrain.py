@@ -398,8 +398,8 @@ def pretrain(cfg: PretrainConfig) -> dict:
         if accelerator.scaler is not None and "scaler" in state:
             accelerator.scaler.load_state_dict(state["scaler"])
         set_rng_state(state["rng"][accelerator.process_index])
-        loss_before, history, step = state["loss_before"], state["history"], state["step"]
-        start = len(history)
+        loss_before, history = state["loss_before"], state["history"]
+        start, step = len(history), history[-1]["step"]
         t0 -= state["seconds"]  # the time spent before the interruption counts
         log(f"resuming from {resume_file}: epoch {start} of {cfg.epochs} done, step {step}")
     if valid_batches:
@@ -447,7 +447,7 @@ def pretrain(cfg: PretrainConfig) -> dict:
         )
         if epoch + 1 < cfg.epochs:
             save_resume(accelerator, resume_file, identity, model, optimizer, scheduler,
-                        loss_before, history, step, t0)
+                        loss_before, history, t0)
     bar.close()
 
     info = {
@@ -481,7 +481,7 @@ def pretrain(cfg: PretrainConfig) -> dict:
 
 
 def save_resume(accelerator, path, identity, model, optimizer, scheduler, loss_before, history,
-                step, t0) -> None:
+                t0) -> None:
     """The state a rerun continues from, written atomically by the main process. Every process has
     drawn its own masks and dropout: each one's random generators are kept."""
     from accelerate.utils import gather_object
@@ -496,7 +496,6 @@ def save_resume(accelerator, path, identity, model, optimizer, scheduler, loss_b
             "rng": rng,
             "loss_before": loss_before,
             "history": history,
-            "step": step,
             "seconds": time.time() - t0,
         }
         if accelerator.scaler is not None:
