@@ -36,7 +36,7 @@ batch_size = 16
 max_len = 256
 lr = 2e-5  # encoder
 head_lr = 1e-3  # pooling + head
-llrd = 1.0  # layer-wise lr decay (1 = off), e.g. 0.95
+llrd = 1.0  # layer-wise lr decay: 1 is off, e.g. 0.95
 max_rows = 0  # 0 means every row
 max_steps = 0  # 0 means no cap
 eval_every = 40

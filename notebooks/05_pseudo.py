@@ -32,10 +32,10 @@ pretrain_model = "roberta-base"  # backbone to continue pretraining (hub name or
 pretrain_epochs = 2
 pretrain_batch_size = 16
 pretrain_max_len = 256
-teachers = ["roberta-base-attention", "roberta-large-attention"]  # run names in runs_dir; [] = none
+teachers = ["roberta-base-attention", "roberta-large-attention"]  # run names in runs_dir; [] for none
 blend_json = "blend.json"  # teacher weights, beside the runs (notebook 3); empty: equal weights
 texts_csv = ""  # CSV of excerpts to label (id, excerpt), e.g. an attached dataset; empty: test.csv
-max_std = 0.0  # >0: drop texts whose target_std (teacher disagreement) is larger, e.g. 0.3
+max_std = 0.0  # >0: a text leaves fold k when its fold-k teachers disagree more (sd), e.g. 0.3
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/)
 runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
 models_dataset = "commonlit-kit-models"  # Kaggle: the dataset holding the teacher runs
@@ -111,8 +111,10 @@ if backbone:
 # %% [markdown]
 # ## Pseudo-labels
 # `utils.pseudo` drops blank texts and texts already in train.csv, labels the rest with every fold
-# model of every teacher, and writes `pseudo.csv` (id, excerpt, `target_fold{k}`, `target`,
-# `target_std`) and `pseudo.json` (the folds it was made with: training refuses it for others).
+# model of every teacher, and writes `pseudo.csv` (id, excerpt, per fold `target_fold{k}` and
+# `target_std_fold{k}`, then `target`, `target_std`) and `pseudo.json` (the folds it was made with:
+# training refuses it for others). Fold k's column uses only the teachers' fold-k models and
+# `blend.json`'s weights for fold k, both made without fold k's labels.
 
 # %%
 texts = Path(texts_csv) if texts_csv else data / "test.csv"
@@ -126,7 +128,8 @@ if teachers:
 
 # %% [markdown]
 # Pseudo-labels spread less than the training target (models shrink towards the mean). Texts the
-# teachers disagree on (large `target_std`) are the least trustworthy: `max_std` drops them.
+# teachers disagree on are the least trustworthy: `max_std` takes a text out of fold k when the
+# teachers' fold-k models disagree by more (the models that never saw fold k's labels decide).
 
 # %%
 if teachers:

@@ -183,6 +183,25 @@ def test_notebook_form(name):
     assert sources(paired) == sources(nb), f"{name}.py and {name}.ipynb differ: run jupytext --sync"
 
 
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_papermill_sees_every_parameter(name, caplog):
+    """papermill's own inspection finds every name the parameters cell assigns, without a
+    warning: a line it cannot parse (an '=' in a comment) is a parameter it cannot see, and the
+    kernel run would print 'Passed unknown parameter'."""
+    import logging
+
+    import papermill as pm
+
+    nb = nbformat.read(NB / f"{name}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    assigned = [t.id for n in ast.parse(cell.source).body if isinstance(n, ast.Assign)
+                for t in n.targets if isinstance(t, ast.Name)]
+    with caplog.at_level(logging.WARNING, logger="papermill"):
+        found = pm.inspect_notebook(str(NB / f"{name}.ipynb"))
+    assert list(found) == assigned
+    assert not [r for r in caplog.records if r.name.startswith("papermill")], caplog.text
+
+
 def test_demo_without_data_stops_at_once_saying_how_to_get_it(tmp_path, monkeypatch):
     from utils import env
     from utils.demo import find_data

@@ -47,7 +47,8 @@ def test_each_fold_column_is_that_folds_models_only(teachers, tmp_path, capsys):
     log = capsys.readouterr()
     assert "3 texts already in train.csv dropped, 1 blank dropped, 12 to label" in log.out
     p = pd.read_csv(tmp_path / "p.csv", dtype={"id": str})
-    assert list(p.columns) == ["id", "excerpt", "target_fold0", "target_fold1", "target", "target_std"]
+    assert list(p.columns) == ["id", "excerpt", "target_fold0", "target_std_fold0", "target_fold1",
+                               "target_std_fold1", "target", "target_std"]
     assert p.id.tolist() == [f"new{i}" for i in range(12)]  # duplicates and the blank are gone
     every = []
     for k in (0, 1):
@@ -57,6 +58,7 @@ def test_each_fold_column_is_that_folds_models_only(teachers, tmp_path, capsys):
             fold_k.append(predict_model(model, tok, p.excerpt.tolist(), 256)[:, 0])
         every += fold_k
         assert np.allclose(p[f"target_fold{k}"], np.mean(fold_k, axis=0), atol=1e-6)
+        assert np.allclose(p[f"target_std_fold{k}"], np.std(fold_k, axis=0), atol=1e-6)
     assert np.allclose(p.target, (p.target_fold0 + p.target_fold1) / 2, atol=1e-9)
     assert np.allclose(p.target_std, np.std(every, axis=0), atol=1e-6)
     info = json.loads((tmp_path / "p.json").read_text())
@@ -64,15 +66,45 @@ def test_each_fold_column_is_that_folds_models_only(teachers, tmp_path, capsys):
     assert info["n_dropped_train_duplicates"] == 3 and info["n_rows"] == 12
 
 
-def test_max_std_keeps_the_texts_the_teachers_agree_on(teachers, tmp_path, capsys):
+def test_max_std_filters_each_fold_on_its_own_models(teachers, tiny_bert, tmp_path, capsys):
     d = teachers
     assert make(d, tmp_path / "all.csv") == 0
-    std = pd.read_csv(tmp_path / "all.csv").target_std
-    cut = float(std.median())
+    full = pd.read_csv(tmp_path / "all.csv", dtype={"id": str})
+    cut = float(np.median(full[["target_std_fold0", "target_std_fold1"]]))
     assert make(d, tmp_path / "some.csv", "--max-std", str(cut)) == 0
-    kept = pd.read_csv(tmp_path / "some.csv")
-    assert len(kept) == int((std <= cut).sum()) and (kept.target_std <= cut).all()
-    assert f"--max-std {cut:g}: {12 - len(kept)} texts dropped" in capsys.readouterr().out
+    some = pd.read_csv(tmp_path / "some.csv", dtype={"id": str}).set_index("id")
+    out = capsys.readouterr().out
+    for k in (0, 1):
+        keep = full[f"target_std_fold{k}"] <= cut  # fold k's own models decide, nothing else
+        kept = some[f"target_fold{k}"].dropna()
+        assert sorted(kept.index) == sorted(full.id[keep])
+        assert np.allclose(kept, full.set_index("id").loc[kept.index, f"target_fold{k}"])
+        assert f"fold {k} keeps {int(keep.sum())}" in out
+    either = (full.target_std_fold0 <= cut) | (full.target_std_fold1 <= cut)
+    assert sorted(some.index) == sorted(full.id[either])  # a text no fold keeps is dropped
+    assert any(0 < (full[f"target_std_fold{k}"] <= cut).sum() < 12 for k in (0, 1))  # it chose
+    info = json.loads((tmp_path / "some.json").read_text())
+    assert info["n_rows_per_fold"] == {str(k): int(some[f"target_fold{k}"].notna().sum()) for k in (0, 1)}
+
+    # A student trains each fold on that fold's kept rows only.
+    argv = train_argv(d, tmp_path / "s", tmp_path / "some.csv", tiny_bert, "--max-steps", "1")
+    assert train_cli.main(argv) == 0
+    for k in (0, 1):
+        info = json.loads((tmp_path / "s" / f"fold{k}" / "history.json").read_text())
+        assert info["n_pseudo"] == int(some[f"target_fold{k}"].notna().sum())
+
+
+def test_a_max_std_that_keeps_nothing_or_has_one_teacher_is_refused(teachers, tmp_path, capsys):
+    d = teachers
+    assert make(d, tmp_path / "p.csv", "--max-std", "0") == 2
+    assert_one_line_error(capsys.readouterr().err, "--max-std 0 leaves none of the 12 texts in any fold",
+                          "nothing written")
+    assert not (tmp_path / "p.csv").exists() and not (tmp_path / "p.json").exists()
+    argv = ["--runs", str(d / "attn"), "--texts", str(d / "texts.csv"), "--train-csv",
+            str(d / "train.csv"), "--out", str(tmp_path / "p.csv"), "--max-std", "0.5"]
+    assert pseudo_cli.main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "--max-std needs two teacher runs or more")
+    assert not (tmp_path / "p.csv").exists()
 
 
 def test_teachers_with_other_folds_are_refused(teachers, tiny_bert, tmp_path, capsys):

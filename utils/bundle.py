@@ -254,26 +254,28 @@ def export_fold(src: Path, dst: Path, half: bool = True, tol: float = FP16_TOL) 
 
 
 def read_blend(path, names) -> dict:
-    """blend.json restricted to the bundled runs; a run with a non-zero weight must be bundled."""
-    from .predict import load_blend, normalize_weights
+    """blend.json restricted to the bundled runs; a run with a non-zero weight must be bundled.
+    weights_per_fold is narrowed the same way (each fold's weights renormalised), so fold k's
+    pseudo-labels made from the bundle still use weights fitted without fold k's rows."""
+    from .data import DataError
+    from .predict import load_blend, load_fold_weights, normalize_weights, read_blend_json
 
-    blend = json.loads(Path(path).read_text())
-    if not {"runs", "weights"} <= set(blend):
-        raise BundleError(
-            f"{path}: expected {{'runs': [...], 'weights': [...]}}, found {sorted(blend)}"
-        )
-    left_out = [r for r, w in zip(blend["runs"], blend["weights"]) if r not in names and w != 0]
-    if left_out:
-        raise BundleError(
-            f"{path} gives weight to run(s) {', '.join(left_out)} that are not in "
-            f"--runs ({', '.join(names)}); bundle them too"
-        )
     try:
-        weights = load_blend(path, names)
-        normalize_weights(weights, len(names))
-    except ValueError as e:
+        blend = read_blend_json(path)
+        left_out = [r for r, w in zip(blend["runs"], blend["weights"]) if r not in names and w != 0]
+        if left_out:
+            raise BundleError(
+                f"{path} gives weight to run(s) {', '.join(left_out)} that are not in "
+                f"--runs ({', '.join(names)}); bundle them too"
+            )
+        weights = normalize_weights(load_blend(path, names), len(names))
+        per_fold = load_fold_weights(path, names)
+    except (DataError, ValueError) as e:
         raise BundleError(str(e)) from None
-    return {**blend, "runs": list(names), "weights": [float(w) for w in weights]}
+    out = {**blend, "runs": list(names), "weights": [float(w) for w in weights]}
+    if per_fold is not None:
+        out["weights_per_fold"] = {str(k): w.tolist() for k, w in per_fold.items()}
+    return out
 
 
 def build_models(
@@ -295,6 +297,13 @@ def build_models(
     if len(set(names)) != len(names):
         raise BundleError(f"run folder names must differ (they become folders): {names}")
     blend_obj = read_blend(blend, names) if blend else None
+    from .data import DataError
+    from .predict import check_runs_agree
+
+    try:  # every run finished and predicting the same targets, before any weights are converted
+        check_runs_agree(runs)
+    except DataError as e:
+        raise BundleError(str(e)) from None
     info = {
         "path": str(dest),
         "id": meta["id"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import json
 import sys
@@ -113,21 +114,68 @@ class TrainConfig:
 RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers")
 
 
+# A model folder's files that shape what it computes: config, weights, tokenizer.
+MODEL_FILES = ("*.json", "*.safetensors", "*.bin", "*.model", "*.txt")
+
+
+@functools.lru_cache(maxsize=64)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    # Keyed by size and mtime too: a file rewritten in place is hashed again.
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sha256(path) -> str:
+    """sha256 of a file's content (cached while its size and mtime stay the same)."""
+    st = Path(path).stat()
+    return _file_sha256(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+
+
+def content_sha256(path) -> str | None:
+    """What a run was given, by content: a file's sha256; a local model folder's, over its
+    config, weight and tokenizer files (names and contents); None for a hub name or no path."""
+    path = Path(path) if path else None
+    if path is None or not path.exists():
+        return None
+    if path.is_file():
+        return file_sha256(path)
+    files = sorted({f for pattern in MODEL_FILES for f in path.glob(pattern) if f.is_file()})
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f"{f.name}\0{file_sha256(f)}\0".encode())
+    return digest.hexdigest()
+
+
+# What a run was given by content, not by path (identity's keys -> what a user calls them).
+CONTENT_KEYS = {"train_csv_sha256": "--train-csv's content", "folds_csv_sha256": "--folds-csv's content",
+                "model_sha256": "the --model folder's files", "pseudo_sha256": "--pseudo-csv's content"}
+
+
 def identity(cfg: TrainConfig) -> dict:
-    """The fields that define a run: re-running with the same ones resumes it."""
+    """The fields that define a run: re-running with the same ones resumes it. Its inputs count
+    by content: the same paths holding other data (a regenerated folds file, a backbone
+    pretrained again into the same folder) are another run."""
     d = dataclasses.asdict(cfg)
     for k in RUN_CONTROL:
         d.pop(k)
+    d["train_csv_sha256"] = content_sha256(cfg.train_csv)
+    d["folds_csv_sha256"] = content_sha256(cfg.folds_csv)
+    d["model_sha256"] = content_sha256(cfg.model)  # None for a hub name: the name is the identity
     if cfg.pseudo_csv and Path(cfg.pseudo_csv).is_file():
         # The file's content, not just its name: a resume cannot mix two sets of pseudo-labels.
-        d["pseudo_sha256"] = hashlib.sha256(Path(cfg.pseudo_csv).read_bytes()).hexdigest()
+        d["pseudo_sha256"] = content_sha256(cfg.pseudo_csv)
     return json.loads(json.dumps(d))  # tuples -> lists, exactly as config.json stores them
 
 
 def differences(saved: dict, current: dict, limit: int = 4) -> str:
-    """'' when two identities agree, else their first differing keys: 'k: saved -> current, ...'."""
+    """'' when two identities agree, else their first differing keys: 'k: saved -> current, ...'
+    (a content hash is named with what changed, not its digits)."""
     keys = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
-    return ", ".join(f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in keys[:limit])
+    return ", ".join(f"{k} changed ({CONTENT_KEYS[k]})" if k in CONTENT_KEYS and saved.get(k) and current.get(k)
+                     else f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in keys[:limit])
 
 
 def _schedule(text: str) -> tuple:

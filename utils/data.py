@@ -124,20 +124,28 @@ def make_folds(
     return folds
 
 
-def read_folds(path, ids: pd.Series) -> np.ndarray:
-    """Fold per row of `ids` from a folds.csv (`id,fold`); every id must be there exactly once."""
+def read_folds(path, ids: pd.Series, n_folds: int | None = None) -> np.ndarray:
+    """Fold per row of `ids` from a folds.csv (`id,fold`): every id there exactly once, folds whole
+    numbers; with `n_folds`, every fold 0..n_folds-1 holding some of `ids` and no other fold.
+    Checked before any training: a fold left empty would fail only after the others trained."""
     path = Path(path)
     f = read_csv(path, text_col="fold", target_cols=(), id_col="id")
-    fold = pd.to_numeric(f["fold"], errors="coerce")
-    bad = ~np.isfinite(fold.to_numpy(dtype=float)) | (fold.to_numpy(dtype=float) < 0)
+    fold = pd.to_numeric(f["fold"], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(fold) | (fold < 0) | (fold != np.round(fold))
     if bad.any():
-        raise DataError(f"{path.name}: column 'fold' is not a fold number at {_rows(f, bad, 'id')}")
+        raise DataError(f"{path.name}: column 'fold' is not a fold number (0, 1, ...) at {_rows(f, bad, 'id')}")
     mapping = dict(zip(f["id"].astype(str), fold.astype(int)))
     missing = ~ids.astype(str).isin(mapping).to_numpy()
     if missing.any():
         first = ", ".join(ids[missing].astype(str).head(5))
         raise DataError(f"{path.name} has no fold for {int(missing.sum())} training ids, e.g. {first}")
-    return ids.astype(str).map(mapping).to_numpy(dtype=int)
+    folds = ids.astype(str).map(mapping).to_numpy(dtype=int)
+    if n_folds is not None:
+        found = sorted(set(folds.tolist()))
+        if found != list(range(n_folds)):
+            raise DataError(f"{path.name}: the training rows fall in folds {', '.join(map(str, found))}, "
+                            f"but --folds {n_folds} needs each of folds 0..{n_folds - 1} and no other")
+    return folds
 
 
 def folds_fingerprint(ids, folds) -> str:
@@ -159,29 +167,43 @@ def read_pseudo(path, text_col: str, fingerprint: str, folds) -> tuple[pd.DataFr
     models that never saw fold k's validation rows) or only `target` (then the CV is optimistic).
 
     `folds`: the folds to be trained, each needing its column when there are fold columns.
-    Refuses NaN targets, and fold columns made with other folds than `fingerprint`'s.
+    Refuses NaN targets, and fold columns made with other folds than `fingerprint`'s. An empty
+    fold cell is a text left out of that fold by utils.pseudo's --max-std (allowed only when the
+    .json twin says the filter ran); training drops it from that fold.
     """
+    import json
+
     path = Path(path)
     head = pd.read_csv(path, nrows=0, encoding="utf-8-sig") if path.is_file() else None
     if head is None:
         raise DataError(f"{path}: file not found")
     per_fold = any(str(c).startswith("target_fold") for c in head.columns)
+    if not per_fold:
+        return read_csv(path, text_col, ("target",), "id"), False
     fold_cols = tuple(f"target_fold{k}" for k in folds)
     missing = [c for c in fold_cols if c not in head.columns]
-    if per_fold and missing:
+    if missing:
         raise DataError(f"{path.name} has no {', '.join(missing)}: it was made by runs without "
                         "those folds finished; train only the folds it has (--only-folds)")
-    df = read_csv(path, text_col, fold_cols if per_fold else ("target",), "id")
-    if per_fold:
-        info_path = pseudo_info_path(path)
-        if not info_path.is_file():
-            raise DataError(f"{path.name} has target_fold columns but no {info_path.name} saying "
-                            "which folds made them (python -m utils.pseudo writes both)")
-        import json
-
-        made_with = json.loads(info_path.read_text()).get("folds_fingerprint")
-        if made_with != fingerprint:
-            raise DataError(f"{path.name} was made with other folds ({made_with}) than this run's "
-                            f"({fingerprint}): its fold columns would leak validation rows; make it "
-                            "from runs trained on this run's folds (same --fold-seed or --folds-csv)")
-    return df, per_fold
+    info_path = pseudo_info_path(path)
+    if not info_path.is_file():
+        raise DataError(f"{path.name} has target_fold columns but no {info_path.name} saying "
+                        "which folds made them (python -m utils.pseudo writes both)")
+    info = json.loads(info_path.read_text())
+    if info.get("folds_fingerprint") != fingerprint:
+        raise DataError(f"{path.name} was made with other folds ({info.get('folds_fingerprint')}) "
+                        f"than this run's ({fingerprint}): its fold columns would leak validation "
+                        "rows; make it from runs trained on this run's folds (same --fold-seed or "
+                        "--folds-csv)")
+    df = read_csv(path, text_col, (), "id")
+    filtered = info.get("max_std") is not None
+    for col in fold_cols:
+        raw = df[col]
+        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+        left_out = raw.isna().to_numpy()  # an empty cell
+        bad = ~np.isfinite(values) & ~(left_out & filtered)
+        if bad.any():
+            raise DataError(f"{path.name}: column {col!r} is not a finite number at "
+                            f"{_rows(df, bad, 'id')}")
+        df[col] = values
+    return df, True

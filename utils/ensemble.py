@@ -14,33 +14,53 @@ import pandas as pd
 from scipy.optimize import minimize
 
 from .data import DataError
-from .files import write_json
+from .files import run_names, write_json
 from .metrics import rmse
 
 
 def load_oofs(runs, target="target") -> pd.DataFrame:
     """One frame: id, target, fold and one prediction column per run (named after its folder).
 
-    The runs must share folds (same folds.csv), or the blend's CV estimate would leak.
+    The runs must share folds (same folds.csv), or the blend's CV estimate would leak. Runs with
+    other finished folds are blended on the folds they all have, at least two (said on stderr);
+    fewer would leave no rows to fit fold k's weights without fold k.
     """
-    merged, folds0 = None, None
-    for run in runs:
+    names = run_names(runs)
+    merged, folds0, done = None, None, {}
+    for run, name in zip(runs, names):
         run = Path(run)
+        for f in ("oof.csv", "folds.csv"):
+            if not (run / f).is_file():
+                raise DataError(f"{run} has no {f}: not a run folder with a finished fold")
         oof = pd.read_csv(run / "oof.csv", dtype={"id": str})
+        missing = [c for c in ("id", target, "fold", "pred") if c not in oof.columns]
+        if missing:
+            raise DataError(f"{run}/oof.csv has no column {', '.join(map(repr, missing))} "
+                            f"(found: {', '.join(oof.columns)}): blending takes runs with one "
+                            f"regression target named {target!r} (--target)")
         folds = pd.read_csv(run / "folds.csv", dtype={"id": str}).set_index("id")["fold"]
         if folds0 is None:
             folds0 = folds
         elif not folds.sort_index().equals(folds0.sort_index()):
             raise DataError(f"{run}/folds.csv differs from {Path(runs[0])}/folds.csv: "
                             "train both runs with the same --fold-seed or --folds-csv")
-        part = oof[["id", target, "fold", "pred"]].rename(columns={"pred": run.name})
-        if merged is None:
-            merged = part
-        else:
-            merged = merged.merge(part[["id", run.name]], on="id", how="inner")
-    if merged is None or len(merged) == 0:
+        done[run] = sorted(int(k) for k in oof["fold"].unique())
+        part = oof[["id", target, "fold", "pred"]].rename(columns={"pred": name})
+        merged = part if merged is None else merged.merge(part[["id", name]], on="id", how="inner")
+    shared = sorted(set.intersection(*(set(d) for d in done.values())))
+    if any(d != shared for d in done.values()):
+        each = "; ".join(f"{r} has {', '.join(map(str, d))}" for r, d in done.items())
+        if len(shared) < 2:
+            raise DataError(f"the runs share {len(shared)} finished fold(s) ({each}): an honest "
+                            "blend needs at least two shared folds; finish the same folds in each")
+        print(f"note: blending on folds {', '.join(map(str, shared))}, the ones every run has "
+              f"({each})", file=sys.stderr, flush=True)
+    if len(shared) < 2:
+        raise DataError(f"the runs have {len(shared)} finished fold(s): an honest blend fits fold "
+                        "k's weights on the other folds' rows, so it needs at least two folds")
+    if len(merged) == 0:
         raise DataError("the runs have no out-of-fold rows in common")
-    return merged
+    return merged.reset_index(drop=True)
 
 
 def fit_weights(preds: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -94,7 +114,7 @@ def blend_report(runs, target="target", extra: dict | None = None) -> dict:
     df = load_oofs(runs, target)
     for name, pred in (extra or {}).items():
         df = add_oof(df, name, pred)
-    names = [Path(r).name for r in runs] + list(extra or {})
+    names = run_names(runs) + list(extra or {})
     P, y, folds = df[names].to_numpy(), df[target].to_numpy(), df["fold"].to_numpy()
     w = fit_weights(P, y)
     cv_pred, per_fold = cv_blend(P, y, folds)
@@ -102,6 +122,7 @@ def blend_report(runs, target="target", extra: dict | None = None) -> dict:
         "runs": names,
         "weights": w.tolist(),
         "n_rows": len(df),
+        "folds": sorted(int(k) for k in np.unique(folds)),
         "rmse": {n: rmse(y, P[:, i]) for i, n in enumerate(names)},
         "rmse_equal_average": rmse(y, P.mean(axis=1)),
         "rmse_blend_in_sample": rmse(y, P @ w),
@@ -135,7 +156,7 @@ def main(argv=None) -> int:
     try:
         report = blend_report(args.runs, args.target)
     except (DataError, ValueError, OSError) as e:
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)  # utils.config needs torch
         return 2
     print(summary(report).to_string(float_format="{:.4f}".format))
     print("weights:", ", ".join(f"{n} {w:.3f}" for n, w in zip(report["runs"], report["weights"])))

@@ -72,3 +72,19 @@ def fold_dirs(run, required: bool = True) -> list:
     if required and not found:
         raise FileNotFoundError(f"run folder {run} has no finished fold (fold0/, fold1/, ...)")
     return found
+
+
+def run_names(runs) -> list:
+    """The runs' folder names, which name them as blend members (oof columns, blend.json); an
+    error when two runs share one (`runs/a/s42`, `runs/b/s42`, or one run given twice)."""
+    names, seen = [], {}
+    for run in runs:
+        name = Path(run).name
+        if name in seen:
+            what = ("is given twice" if Path(seen[name]).resolve() == Path(run).resolve()
+                    else f"and {seen[name]} share the folder name {name!r}")
+            raise ValueError(f"run {run} {what}: blend members are named by their folder, "
+                             "so each run needs a folder name of its own")
+        seen[name] = run
+        names.append(name)
+    return names

@@ -281,13 +281,19 @@ def pseudo_figure(pseudo: pd.DataFrame, train_target=None, max_std=None):
     a.set(title="Pseudo-labels vs the training target", xlabel="target  (← harder · easier →)",
           ylabel="density")
     a.legend(frameon=False)
-    std = pseudo["target_std"]
+    # The spread --max-std filters on: per fold, over the teachers' fold-k models (zero with one
+    # teacher: then the spread over every fold model, which no filter uses).
+    per_fold = [c for c in pseudo.columns if str(c).startswith("target_std_fold")]
+    values = pseudo[per_fold].to_numpy().ravel() if per_fold else np.zeros(0)
+    if values.size and np.nanmax(values) > 0:
+        std, title, unit = pd.Series(values).dropna(), "sd of the fold-k models, per fold", "texts x folds"
+    else:
+        std, title, unit = pseudo["target_std"], "sd over every fold model", "texts"
     b.hist(std, bins=bins, color=HARD_COLOR, alpha=0.8, edgecolor="white")
     b.axvline(std.median(), color="black", ls="--", lw=1.2, label=f"median {std.median():.3f}")
     if max_std:
-        b.axvline(max_std, color=HARD_COLOR, lw=1.5, label=f"max_std {max_std:g} (above: dropped)")
-    b.set(title="Teacher disagreement: sd over every fold model", xlabel="target_std",
-          ylabel="texts")
+        b.axvline(max_std, color=HARD_COLOR, lw=1.5, label=f"max_std {max_std:g} (above: out of that fold)")
+    b.set(title=f"Teacher disagreement: {title}", xlabel="standard deviation", ylabel=unit)
     b.legend(frameon=False)
     return fig
 

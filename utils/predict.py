@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from .batching import Collator, TextDataset, sorted_batches
 from .config import cli_error
 from .data import DataError, read_csv
-from .files import fold_dirs, write_csv
+from .files import fold_dirs, run_names, write_csv
 from .model import KIT_CONFIG, TextModel, amp_precision
 
 
@@ -91,9 +91,32 @@ def predict_run(run, texts, **kw) -> np.ndarray:
     return p[:, 0] if p.shape[1] == 1 and model_task(run) == "regression" else p
 
 
+def run_spec(run) -> dict:
+    """The model spec a run's first finished fold saved (task, num_outputs, target_names, ...):
+    read from disk, no model loaded, so checks on it come before any slow work."""
+    folder = fold_dirs(run)[0]
+    try:
+        return json.loads((folder / KIT_CONFIG).read_text())["model"]
+    except (OSError, ValueError, KeyError) as e:
+        raise DataError(f"{folder / KIT_CONFIG} cannot be read as a kit model ({e!r})") from None
+
+
 def model_task(run) -> str:
     """'regression' or 'classification', from the run's first fold."""
-    return json.loads((fold_dirs(run)[0] / KIT_CONFIG).read_text())["model"]["task"]
+    return run_spec(run)["task"]
+
+
+def check_runs_agree(runs) -> dict:
+    """The runs' common spec; an error naming the run whose task or outputs differ (a blend of a
+    classifier and a regressor, or of runs with other targets, has no meaning)."""
+    first = run_spec(runs[0])
+    for run in runs[1:]:
+        spec = run_spec(run)
+        for key in ("task", "target_names"):
+            if spec.get(key) != first.get(key):
+                raise DataError(f"{run} predicts {key} {spec.get(key)!r} but {runs[0]} predicts "
+                                f"{first.get(key)!r}: only runs of the same task and targets blend")
+    return first
 
 
 def normalize_weights(weights, n: int) -> np.ndarray:
@@ -108,19 +131,62 @@ def normalize_weights(weights, n: int) -> np.ndarray:
     return w / w.sum()
 
 
-def load_blend(path, runs) -> np.ndarray:
-    """Weights from blend.json ({"runs": [names], "weights": [...]}), in the order of `runs`."""
-    blend = json.loads(Path(path).read_text())
-    by_name = dict(zip(blend["runs"], blend["weights"]))
-    names = [Path(r).name for r in runs]
+def read_blend_json(path) -> dict:
+    """blend.json checked: {"runs": [names], "weights": [one per run]}, and, as utils.ensemble
+    writes it, "weights_per_fold": {fold: [one per run]} (fold k's weights fitted without fold k)."""
+    path = Path(path)
+    try:
+        blend = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: cannot be read as a blend.json ({type(e).__name__}: {e})") from None
+    if not isinstance(blend, dict) or not {"runs", "weights"} <= set(blend):
+        found = sorted(blend) if isinstance(blend, dict) else type(blend).__name__
+        raise DataError(f"{path}: expected {{'runs': [...], 'weights': [...]}} as utils.ensemble "
+                        f"writes it, found {found}")
+    runs, weights = blend["runs"], blend["weights"]
+    if not isinstance(runs, list) or not isinstance(weights, list) or len(runs) != len(weights):
+        raise DataError(f"{path}: 'runs' and 'weights' must be lists of the same length")
+    for k, w in (blend.get("weights_per_fold") or {}).items():
+        if not isinstance(w, list) or len(w) != len(runs):
+            raise DataError(f"{path}: weights_per_fold[{k}] must give one weight per run")
+    return blend
+
+
+def _pick(path, listed, weights, runs) -> np.ndarray:
+    by_name = dict(zip(listed, weights))
+    names = run_names(runs)
     missing = [n for n in names if n not in by_name]
     if missing:
-        raise ValueError(f"{path} has no weight for run {', '.join(missing)}; it lists {blend['runs']}")
+        raise DataError(f"{path} has no weight for run {', '.join(missing)}; it lists {listed}")
     return np.array([by_name[n] for n in names], dtype=float)
+
+
+def load_blend(path, runs) -> np.ndarray:
+    """Weights from blend.json ({"runs": [names], "weights": [...]}), in the order of `runs`."""
+    blend = read_blend_json(path)
+    return _pick(path, blend["runs"], blend["weights"], runs)
+
+
+def load_fold_weights(path, runs) -> dict | None:
+    """{fold: weights of `runs`, summing to 1} from blend.json's weights_per_fold (fold k's fitted
+    on the other folds' rows only), or None when the file has none. Members of the blend that are
+    not in `runs` are left out and each fold's weights renormalised: still fitted without fold k."""
+    blend = read_blend_json(path)
+    if not blend.get("weights_per_fold"):
+        return None
+    out = {}
+    for k, w in blend["weights_per_fold"].items():
+        picked = _pick(path, blend["runs"], w, runs)
+        if not picked.sum() > 0:
+            raise DataError(f"{path}: fold {k}'s weights are all on members not given here "
+                            f"({', '.join(blend['runs'])}); give those runs too")
+        out[int(k)] = normalize_weights(picked, len(runs))
+    return out
 
 
 def predict(runs, texts, weights=None, timings: dict | None = None, **kw) -> np.ndarray:
     """Blend of runs (each the mean of its folds) with non-negative weights normalised to sum 1."""
+    check_runs_agree(runs)  # from the saved configs, before any model loads
     w = normalize_weights(weights, len(runs))
     total = 0.0
     for run, wi in zip(runs, w):
@@ -171,14 +237,17 @@ def main(argv=None) -> int:
     p.add_argument("--device", default=None)
     args = p.parse_args(argv)
     try:
+        # Everything read from disk is checked before the first model loads.
+        spec = check_runs_agree(args.runs)
+        weights = load_blend(args.blend, args.runs) if args.blend else args.weights
+        normalize_weights(weights, len(args.runs))
         test = read_csv(args.test_csv, args.text_col, (), args.id_col,
                         blank="predicted as the training mean")
-        weights = load_blend(args.blend, args.runs) if args.blend else args.weights
         timings: dict = {}
         preds = predict(args.runs, test[args.text_col].tolist(), weights, timings,
                         batch_size=args.batch_size, device=args.device, precision=args.precision)
-        names = json.loads((fold_dirs(args.runs[0])[0] / KIT_CONFIG).read_text())["model"]["target_names"]
-        if model_task(args.runs[0]) == "classification":
+        names = spec["target_names"]
+        if spec["task"] == "classification":
             preds, names = np.asarray(names)[preds.argmax(1)], ["target"]
             sub = pd.DataFrame({args.id_col: test[args.id_col], "target": preds})
             check_submission(sub.assign(target=0.0), test, args.id_col)

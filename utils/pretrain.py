@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .batching import EpochBatches, TextDataset, sorted_batches, start_epoch
-from .config import add_fields, cli_error, differences
+from .config import add_fields, cli_error, content_sha256, differences
 from .data import DataError, read_csv
 from .files import atomic_dir, atomic_file, write_csv, write_json
 from .model import _pretrained, load_tokenizer
@@ -256,16 +256,21 @@ def resume_path(out: Path) -> Path:
     return out.with_name(out.name + ".resume.pt")
 
 
-def training_identity(cfg: PretrainConfig, train_texts, valid_texts, processes: int = 1) -> dict:
-    """What a resume must match: the settings that shape training, the texts themselves and the
-    number of processes (which sets the batches of each optimizer step)."""
+def training_identity(cfg: PretrainConfig, train_texts, valid_texts, processes: int = 1,
+                      mixed_precision: str = "") -> dict:
+    """What a resume must match: the settings that shape training, the texts themselves, the
+    backbone folder's files, the number of processes (which sets the batches of each optimizer
+    step) and the precision as resolved on this machine (`auto` is fp16 on a T4, bf16 on an A100,
+    so the same command on another GPU is another run)."""
     digest = hashlib.sha256()
     for t in [*train_texts, "\0", *valid_texts]:
         digest.update(t.encode("utf-8") + b"\0")
     # The texts by content, not by the paths they were read from.
     skip = (*NOT_TRAINING, "texts")
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in skip}
-    return {**settings, "texts_sha256": digest.hexdigest(), "processes": processes}
+    settings["precision"] = mixed_precision or cfg.precision
+    return {**settings, "texts_sha256": digest.hexdigest(), "processes": processes,
+            "model_sha256": content_sha256(cfg.model)}
 
 
 def load_resume(path: Path, identity: dict):
@@ -333,7 +338,8 @@ def pretrain(cfg: PretrainConfig) -> dict:
     )
 
     resume_file = resume_path(out)
-    identity = training_identity(cfg, train_texts, valid_texts, accelerator.num_processes)
+    identity = training_identity(cfg, train_texts, valid_texts, accelerator.num_processes,
+                                 accelerator.mixed_precision)
     state = load_resume(resume_file, identity)  # before anything slow: a mismatch fails at once
 
     tokenizer = load_tokenizer(cfg.model)

@@ -36,7 +36,14 @@ from .batching import (
     sorted_batches,
     start_epoch,
 )
-from .config import TrainConfig, cli_error, config_from_args, differences, identity
+from .config import (
+    CONTENT_KEYS,
+    TrainConfig,
+    cli_error,
+    config_from_args,
+    differences,
+    identity,
+)
 from .data import (
     REFERENCE_ID,
     DataError,
@@ -245,6 +252,7 @@ def pseudo_rows(cfg: TrainConfig, pseudo, fold: int):
     target_fold{k} (models that never saw its validation rows), else the shared `target`."""
     df, per_fold = pseudo
     col = f"target_fold{fold}" if per_fold else "target"
+    df = df[df[col].notna()]  # left out of this fold by utils.pseudo --max-std
     return df[cfg.text_col].tolist(), df[[col]].to_numpy(dtype=np.float32)
 
 
@@ -266,6 +274,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     tokenizer = load_tokenizer(cfg.model)
     texts = df[cfg.text_col].tolist()
     train_texts, train_y, weights, pseudo_ds = [texts[i] for i in tr], y[tr], None, None
+    p_texts = []
     if pseudo is not None:
         p_texts, p_y = pseudo_rows(cfg, pseudo, fold)
         if cfg.pseudo_epochs:
@@ -405,7 +414,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     oof["fold"] = fold
     info = {"fold": fold, "best_score": best, "steps": step, "seconds": time.time() - t0}
     info["n_train"], info["n_valid"], info["n_truncated"] = len(tr), len(va), n_cut
-    info["n_pseudo"] = 0 if pseudo is None else len(pseudo[0])
+    info["n_pseudo"] = len(p_texts)
     # What a blank text is predicted as at inference: the training rows' mean (class shares).
     if cfg.task == "classification":
         info["target_mean"] = (np.bincount(y[tr].astype(int), minlength=n_out) / len(tr)).tolist()
@@ -431,14 +440,17 @@ def prepare_out(cfg: TrainConfig, out: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink()
     saved_path = out / "config.json"
     if saved_path.exists():
-        saved = json.loads(saved_path.read_text())
-        diff = differences(saved, identity(cfg))
+        saved, current = json.loads(saved_path.read_text()), identity(cfg)
+        for key in CONTENT_KEYS:  # a run saved before its inputs were hashed: its paths decide
+            if key not in saved:
+                current.pop(key, None)
+        diff = differences(saved, current)
         # No finished fold (e.g. the last command had a typo in --model): nothing to lose, so
         # the corrected command simply starts over instead of asking for --overwrite.
         if diff and not cfg.overwrite and finished_folds(out):
             raise RunError(
-                f"{out} holds a run made with different arguments ({diff}); "
-                "use another --out, the same arguments, or --overwrite"
+                f"{out} holds a run made with different arguments or inputs ({diff}); "
+                "use another --out, the same arguments and inputs, or --overwrite"
             )
         if diff:
             for p in [*out.glob("fold[0-9]*"), out / "oof.csv", out / "metrics.json", out / "folds.csv"]:
@@ -451,9 +463,7 @@ def assign_folds(cfg: TrainConfig, df: pd.DataFrame, out: Path) -> np.ndarray:
     ids = df[cfg.id_col]
     source = cfg.folds_csv or (out / "folds.csv" if (out / "folds.csv").exists() else "")
     if source:
-        folds = read_folds(source, ids)
-        if folds.max() >= cfg.folds:
-            raise DataError(f"{Path(source).name} has fold {folds.max()} but --folds is {cfg.folds}")
+        folds = read_folds(source, ids, cfg.folds)
     else:
         folds = make_folds(df, cfg.folds, cfg.fold_seed, cfg.target_cols, cfg.task)
     return folds
