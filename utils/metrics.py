@@ -1,6 +1,19 @@
-"""Metrics, light (numpy only): importable by ensembling and EDA without torch."""
+"""Metrics, light (numpy, scikit-learn: no torch), importable by ensembling and EDA.
+
+Each metric is one entry of METRICS and knows what it needs (the way scikit-learn's scorers do):
+its direction, whether it scores values, labels or probabilities, and, for labels made from a
+model's output, the decision rule that makes them (a threshold for F1 on probabilities, cut points
+for quadratic weighted kappa on a regression output). Callers ask the metric, never its name.
+
+Predictions are always (N, outputs): regression values, one column per target; class
+probabilities, one column per class (binary: 2 columns). Truths are (N, targets) values or (N,)
+class indices.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -8,3 +21,157 @@ import numpy as np
 def rmse(y, p) -> float:
     """Root mean squared error."""
     return float(np.sqrt(np.mean((np.asarray(y, float) - np.asarray(p, float)) ** 2)))
+
+
+def mcrmse(y, p) -> float:
+    """Mean over columns of each column's RMSE; y and p (N, T)."""
+    y, p = np.asarray(y, float).reshape(len(y), -1), np.asarray(p, float).reshape(len(p), -1)
+    return float(np.mean(np.sqrt(np.mean((y - p) ** 2, axis=0))))
+
+
+def _f1(y, labels) -> float:
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(np.ravel(y).astype(int), np.ravel(labels).astype(int)))
+
+
+def _accuracy(y, labels) -> float:
+    return float(np.mean(np.ravel(y).astype(int) == np.ravel(labels).astype(int)))
+
+
+def _qwk(y, labels) -> float:
+    from sklearn.metrics import cohen_kappa_score
+
+    y, labels = np.rint(np.ravel(y)).astype(int), np.rint(np.ravel(labels)).astype(int)
+    return float(cohen_kappa_score(y, labels, weights="quadratic"))
+
+
+def _roc_auc(y, prob) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    prob = np.asarray(prob, float)
+    if prob.shape[1] == 2:
+        return float(roc_auc_score(np.ravel(y).astype(int), prob[:, 1]))
+    return float(roc_auc_score(np.ravel(y).astype(int), prob, multi_class="ovr"))
+
+
+def _log_loss(y, prob) -> float:
+    prob = np.clip(np.asarray(prob, float), 1e-15, 1.0)
+    return float(-np.mean(np.log(prob[np.arange(len(prob)), np.ravel(y).astype(int)])))
+
+
+# ----------------------------------------------------------------------------- decision rules
+
+
+def threshold_rule(y, prob) -> dict:
+    """The threshold on P(class 1) that maximises F1 on (y, prob), from the observed scores."""
+    p1 = np.asarray(prob, float)[:, 1]
+    y = np.ravel(y).astype(int)
+    candidates = np.unique(np.round(p1, 4))
+    if len(candidates) > 200:  # enough resolution, bounded cost
+        candidates = np.unique(np.quantile(p1, np.linspace(0, 1, 201)))
+    best = max(candidates, key=lambda t: (_f1(y, p1 >= t), -abs(t - 0.5)))
+    return {"threshold": float(best)}
+
+
+def cutpoints_rule(y, values) -> dict:
+    """Cut points on a regression output that maximise quadratic weighted kappa: start at the
+    midpoints between the integer scores, then coordinate search, one cut at a time."""
+    v = np.asarray(values, float).reshape(len(values), -1)[:, 0]
+    y = np.rint(np.asarray(y, float).reshape(len(y), -1)[:, 0]).astype(int)
+    lo, hi = int(y.min()), int(y.max())
+    cuts = np.arange(lo, hi) + 0.5
+    if len(cuts) == 0:
+        return {"cutpoints": [], "low": lo}
+    score = lambda c: _qwk(y, lo + np.searchsorted(np.sort(c), v))  # noqa: E731
+    best = score(cuts)
+    for _ in range(3):
+        for i in range(len(cuts)):
+            left = cuts[i - 1] if i else v.min() - 1
+            right = cuts[i + 1] if i + 1 < len(cuts) else v.max() + 1
+            for c in np.linspace(left, right, 22)[1:-1]:
+                trial = cuts.copy()
+                trial[i] = c
+                s = score(trial)
+                if s > best + 1e-12:
+                    best, cuts = s, trial
+    return {"cutpoints": [float(c) for c in cuts], "low": lo}
+
+
+def apply_rule(rule: dict | None, pred: np.ndarray) -> np.ndarray:
+    """Labels (N,) from predictions (N, outputs) under a fitted rule; None: the default rule
+    (argmax of probabilities, the rounded value for one regression output)."""
+    pred = np.asarray(pred, float)
+    if rule and "threshold" in rule:
+        return (pred[:, 1] >= rule["threshold"]).astype(int)
+    if rule and "cutpoints" in rule:
+        return rule["low"] + np.searchsorted(np.asarray(rule["cutpoints"]), pred[:, 0])
+    if pred.shape[1] > 1:
+        return pred.argmax(1)
+    return np.rint(pred[:, 0]).astype(int)
+
+
+RULES = {"threshold": threshold_rule, "cutpoints": cutpoints_rule}
+
+
+# ----------------------------------------------------------------------------- the registry
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    fn: Callable  # (truth, what `needs` says) -> float
+    greater_is_better: bool
+    needs: str  # "values" (regression outputs), "labels" or "probabilities"
+    rule: str = ""  # labels from outputs: "threshold" (probabilities) or "cutpoints" (values)
+    title: str = ""  # as the competition's page writes it
+
+    def score(self, y, pred, rule: dict | None = None) -> float:
+        """The metric of predictions (N, outputs) against the truth, labels made under `rule`."""
+        if self.needs == "labels":
+            return self.fn(y, apply_rule(rule, pred))
+        return self.fn(y, pred)
+
+    def loss(self, y, pred, rule: dict | None = None) -> float:
+        """The score as a number to minimise (checkpoints, blends)."""
+        s = self.score(y, pred, rule)
+        return -s if self.greater_is_better else s
+
+    def fit_rule(self, y, pred) -> dict | None:
+        """The decision rule fitted on (y, pred); None when the metric needs none."""
+        return RULES[self.rule](y, pred) if self.rule else None
+
+    def honest_score(self, y, pred, folds) -> tuple[float, dict]:
+        """The score with each fold's rule fitted on the other folds' rows (so no row is scored
+        under a rule fitted on it); (score, {fold: rule}). Without a rule: the plain score."""
+        if not self.rule:
+            return self.score(y, pred), {}
+        folds = np.asarray(folds)
+        labels = np.zeros(len(folds), dtype=int)
+        rules = {}
+        for k in np.unique(folds):
+            held = folds == k
+            rules[int(k)] = self.fit_rule(np.asarray(y)[~held], np.asarray(pred)[~held])
+            labels[held] = apply_rule(rules[int(k)], np.asarray(pred)[held])
+        return self.fn(y, labels), rules
+
+
+METRICS = {
+    m.name: m
+    for m in (
+        Metric("rmse", rmse, False, "values", title="RMSE"),
+        Metric("mcrmse", mcrmse, False, "values", title="MCRMSE"),
+        Metric("f1", _f1, True, "labels", "threshold", "F1"),
+        Metric("accuracy", _accuracy, True, "labels", title="accuracy"),
+        Metric("roc_auc", _roc_auc, True, "probabilities", title="ROC AUC"),
+        Metric("log_loss", _log_loss, False, "probabilities", title="log-loss"),
+        Metric("qwk", _qwk, True, "labels", "cutpoints", "quadratic weighted kappa"),
+    )
+}
+
+
+def get_metric(name: str) -> Metric:
+    """The metric called `name`; an error listing the known ones."""
+    if name not in METRICS:
+        raise ValueError(f"unknown metric {name!r}; valid: {', '.join(METRICS)}")
+    return METRICS[name]

@@ -1,0 +1,264 @@
+"""Competition descriptions (utils.competition) and the metrics they name (utils.metrics): each
+built-in one on tiny data of its real shape, JSON round trips, one-line errors, inference from the
+real CSVs, and honest decision rules."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_reliability import assert_one_line_error
+
+from utils import competition as comp_cli
+from utils.competition import BUILTIN, Competition, CompetitionError, load_competition, read_table
+from utils.data import DataError
+from utils.metrics import METRICS, apply_rule, get_metric
+
+ESSAY = "Dear principal, I think students should have a four day school week because it helps. " * 3
+
+
+def tiny_data(slug: str, folder: Path, n: int = 12) -> Path:
+    """CSV files of the competition's real shape (names, columns, joins, value types)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    ids = [f"{i:06x}" for i in range(n)]
+    test_ids = [f"t{i}" for i in range(3)]
+    if slug == "commonlitreadabilityprize":
+        train = pd.DataFrame({"id": ids, "url_legal": "", "license": "", "excerpt": [ESSAY] * n,
+                              "target": rng.normal(-1, 1, n), "standard_error": 0.5})
+        test = pd.DataFrame({"id": test_ids, "url_legal": "", "license": "", "excerpt": ESSAY})
+        sub = pd.DataFrame({"id": test_ids, "target": 0.0})
+    elif slug == "feedback-prize-english-language-learning":
+        cols = ["cohesion", "syntax", "vocabulary", "phraseology", "grammar", "conventions"]
+        train = pd.DataFrame({"text_id": ids, "full_text": ESSAY,
+                              **{c: rng.integers(2, 11, n) / 2 for c in cols}})
+        test = pd.DataFrame({"text_id": test_ids, "full_text": ESSAY})
+        sub = pd.DataFrame({"text_id": test_ids, **{c: 3.0 for c in cols}})
+    elif slug == "nlp-getting-started":
+        train = pd.DataFrame({"id": range(n), "keyword": ["fire", None] * (n // 2), "location": None,
+                              "text": "Forest fire near La Ronge Sask. Canada", "target": [0, 1] * (n // 2)})
+        test = pd.DataFrame({"id": [100, 101, 102], "keyword": None, "location": None, "text": "Just happened"})
+        sub = pd.DataFrame({"id": [100, 101, 102], "target": 0})
+    elif slug == "commonlit-evaluate-student-summaries":
+        prompts = ["39c16e", "814d6b", "ebad26"]
+        train = pd.DataFrame({"student_id": ids, "prompt_id": [prompts[i % 3] for i in range(n)],
+                              "text": "The third wave was an experiment.", "content": rng.normal(0, 1, n),
+                              "wording": rng.normal(0, 1, n)})
+        pd.DataFrame({"prompt_id": prompts, "prompt_question": "Summarize how the experiment ended.",
+                      "prompt_title": "The Third Wave", "prompt_text": "Background..."}).to_csv(
+            folder / "prompts_train.csv", index=False)
+        pd.DataFrame({"prompt_id": ["abc123"], "prompt_question": "Summarize.", "prompt_title": "T",
+                      "prompt_text": "P"}).to_csv(folder / "prompts_test.csv", index=False)
+        train.to_csv(folder / "summaries_train.csv", index=False)
+        pd.DataFrame({"student_id": test_ids, "prompt_id": "abc123", "text": "A summary."}).to_csv(
+            folder / "summaries_test.csv", index=False)
+        pd.DataFrame({"student_id": test_ids, "content": 0.0, "wording": 0.0}).to_csv(
+            folder / "sample_submission.csv", index=False)
+        return folder
+    elif slug == "learning-agency-lab-automated-essay-scoring-2":
+        train = pd.DataFrame({"essay_id": ids, "full_text": ESSAY, "score": rng.integers(1, 7, n)})
+        test = pd.DataFrame({"essay_id": test_ids, "full_text": ESSAY})
+        sub = pd.DataFrame({"essay_id": test_ids, "score": 3})
+    train.to_csv(folder / "train.csv", index=False)
+    test.to_csv(folder / "test.csv", index=False)
+    sub.to_csv(folder / "sample_submission.csv", index=False)
+    return folder
+
+
+@pytest.mark.parametrize("slug", list(BUILTIN))
+def test_each_builtin_reads_its_real_shape_and_round_trips(slug, tmp_path):
+    c = load_competition(slug)
+    data = tiny_data(slug, tmp_path / slug)
+    train, test = read_table(c, data, "train"), read_table(c, data, "test")
+    assert len(train) == 12 and len(test) == 3
+    texts = c.input_texts(train)
+    assert len(texts) == 12 and all(t for t in texts)
+    if slug == "commonlit-evaluate-student-summaries":
+        assert c.text_pair and texts[0] == ("Summarize how the experiment ended.", "The third wave was an experiment.")
+        assert c.input_texts(test)[0] == ("Summarize.", "A summary.")  # the test prompts' question
+    elif slug == "nlp-getting-started":
+        assert texts[:2] == ["fire Forest fire near La Ronge Sask. Canada", "Forest fire near La Ronge Sask. Canada"]
+    else:
+        assert isinstance(texts[0], str) and not c.text_pair
+    y = train[list(c.target_cols)]
+    assert y.shape[1] == len(c.target_cols)
+    assert c.model_task in ("regression", "classification") and c.metric_name in METRICS
+    assert list(pd.read_csv(data / c.sample_submission).columns) == [c.id_col, *c.target_cols]
+    c.save(tmp_path / "c.json")
+    assert load_competition(str(tmp_path / "c.json")) == c
+
+
+def test_commonlit_is_the_default_and_keeps_todays_columns():
+    c = load_competition("")
+    assert (c.slug, c.id_col, c.text_cols, c.target_cols) == ("commonlitreadabilityprize", "id", ("excerpt",), ("target",))
+    assert (c.model_task, c.metric_name, c.submission_kind) == ("regression", "rmse", "values")
+
+
+@pytest.mark.parametrize("content,message", [
+    ("{not json", "c.json: cannot be read as JSON"),
+    ('["slug"]', "c.json: expected a JSON object of fields, found list"),
+    ('{"slug": "x", "colour": 1}', "c.json: unknown field 'colour'"),
+    ('{"slug": "x", "task": "regresion"}', "field 'task': 'regresion' is not one of regression"),
+    ('{"slug": "x", "target_cols": 5}', "field 'target_cols' must be a list, got 5"),
+    ('{"slug": "x", "max_len": 5}', "unknown field 'max_len'"),
+    ('{"slug": "x", "id_col": 3}', "field 'id_col' must be a str, got 3"),
+    ('{"slug": "x", "task": "binary", "metric": "rmse"}', "field 'metric': rmse scores regression outputs"),
+    ('{"slug": "x", "task": "regression", "metric": "f1"}', "field 'metric': f1 scores classification outputs"),
+    ('{"slug": "x", "target_cols": ["a", "b"]}', "field 'target_cols': task 'regression' has one target"),
+    ('{"slug": "x", "folds": "group"}', "field 'group_col': folds 'group' needs the column"),
+    ('{"slug": "x", "text_cols": ["a"], "text_template": "{b}"}', "field 'text_template'"),
+    ('{"task": "binary"}', "field 'slug' is required"),
+], ids=lambda v: v[:24] if v.startswith("{") or v.startswith("[") else None)
+def test_a_broken_competition_json_is_one_line_naming_the_field(tmp_path, capsys, content, message):
+    (tmp_path / "c.json").write_text(content)
+    with pytest.raises(CompetitionError) as e:
+        load_competition(str(tmp_path / "c.json"))
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert comp_cli.main(["show", str(tmp_path / "c.json")]) == 2
+    assert_one_line_error(capsys.readouterr().err, message)
+
+
+def test_an_unknown_name_lists_the_builtins(capsys):
+    assert comp_cli.main(["show", "titanic"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "unknown competition 'titanic'", "nlp-getting-started")
+
+
+def test_missing_columns_and_joins_name_the_file(tmp_path):
+    c = load_competition("commonlit-evaluate-student-summaries")
+    data = tiny_data(c.slug, tmp_path / "d")
+    pd.read_csv(data / "summaries_test.csv").drop(columns="text").to_csv(data / "summaries_test.csv", index=False)
+    with pytest.raises(DataError, match=r"summaries_test.csv \(with prompts_test.csv joined\) is missing column 'text'"):
+        read_table(c, data, "test")
+    pd.read_csv(data / "summaries_train.csv").assign(prompt_id="zzz").to_csv(data / "summaries_train.csv", index=False)
+    with pytest.raises(DataError, match="summaries_train.csv: 12 rows have a 'prompt_id' missing from prompts_train.csv"):
+        read_table(c, data, "train")
+
+
+# ----------------------------------------------------------------------------- init
+
+
+# The real data of each shape, found through an environment variable each (.ci/run sets them).
+REAL = {"commonlit": "COMMONLIT_DATA", "feedback-prize-ell": "ELL_DATA", "nlp-getting-started": "TWEETS_DATA"}
+
+
+def real_dir(which: str) -> Path:
+    folder = os.environ.get(REAL[which])
+    if not folder or not Path(folder).is_dir():
+        if os.environ.get("CI"):  # in CI a missing data set is a failure, not a skip
+            raise FileNotFoundError(f"${REAL[which]} does not name a folder: {folder!r}")
+        pytest.skip(f"real data not found: set ${REAL[which]}")
+    return Path(folder)
+
+
+@pytest.mark.parametrize("which,expected", [
+    ("commonlit", dict(id_col="id", text_cols=("excerpt",), target_cols=("target",), task="regression")),
+    ("feedback-prize-ell", dict(id_col="text_id", text_cols=("full_text",), task="multi_regression",
+                                target_range=(1.0, 5.0))),
+    ("nlp-getting-started", dict(id_col="id", text_cols=("text",), target_cols=("target",), task="binary")),
+])
+def test_init_infers_the_real_competitions(which, expected, tmp_path, capsys):
+    data = real_dir(which)
+    assert comp_cli.main(["init", "--data", str(data), "--out", str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr().out
+    c = load_competition(str(tmp_path / "c.json"))
+    for k, v in expected.items():
+        assert getattr(c, k) == v, k
+    assert f"task {c.task}" in out and f"metric {c.metric_name}" in out and "check it" in out
+    builtin = {"commonlit": "commonlitreadabilityprize", "feedback-prize-ell": "feedback-prize-english-language-learning",
+               "nlp-getting-started": "nlp-getting-started"}[which]
+    b = BUILTIN[builtin]
+    assert (c.id_col, c.target_cols, c.model_task, c.metric_name) == (b.id_col, b.target_cols, b.model_task, b.metric_name)
+    # the built-in description reads the real files
+    train, test = read_table(b, data, "train"), read_table(b, data, "test")
+    assert len(b.input_texts(train)) == len(train) and len(b.input_texts(test)) == len(test)
+
+
+def test_init_without_a_sample_submission_is_one_line(tmp_path, capsys):
+    data = tiny_data("commonlitreadabilityprize", tmp_path / "d")
+    (data / "sample_submission.csv").unlink()
+    assert comp_cli.main(["init", "--data", str(data), "--out", str(tmp_path / "c.json")]) == 2
+    assert_one_line_error(capsys.readouterr().err, "no sample submission CSV found")
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_init_tells_ordinal_and_multiclass_from_the_values(tmp_path):
+    data = tiny_data("learning-agency-lab-automated-essay-scoring-2", tmp_path / "aes")
+    c, why = comp_cli.infer(data)
+    assert c.task == "ordinal" and c.metric_name == "qwk" and c.target_range == (1.0, 6.0)
+    train = pd.read_csv(data / "train.csv")
+    train.assign(score=np.where(train.score > 3, "high", "low")).to_csv(data / "train.csv", index=False)
+    c, why = comp_cli.infer(data)
+    assert c.task == "multiclass" and any("non-numeric" in w for w in why)
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def test_metrics_match_scikit_learn():
+    from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score, log_loss, roc_auc_score
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 200)
+    p1 = np.clip(y * 0.4 + rng.uniform(0, 0.6, 200), 0, 1)
+    prob = np.stack([1 - p1, p1], axis=1)
+    assert get_metric("f1").score(y, prob) == pytest.approx(f1_score(y, p1 >= 0.5))
+    assert get_metric("accuracy").score(y, prob) == pytest.approx(accuracy_score(y, p1 >= 0.5))
+    assert get_metric("roc_auc").score(y, prob) == pytest.approx(roc_auc_score(y, p1))
+    assert get_metric("log_loss").score(y, prob) == pytest.approx(log_loss(y, prob))
+    s = rng.integers(1, 7, 200)
+    v = s + rng.normal(0, 0.7, 200)
+    assert get_metric("qwk").score(s, v[:, None]) == pytest.approx(
+        cohen_kappa_score(s, np.rint(v).astype(int), weights="quadratic"))
+    Y = rng.normal(size=(50, 3))
+    P = Y + rng.normal(0, 0.5, (50, 3))
+    assert get_metric("mcrmse").score(Y, P) == pytest.approx(np.mean(np.sqrt(((Y - P) ** 2).mean(0))))
+    assert get_metric("mcrmse").loss(Y, P) > 0 and get_metric("f1").loss(y, prob) < 0  # minimised
+
+
+def test_fitted_rules_help_in_sample_and_are_honest_across_folds():
+    rng = np.random.default_rng(1)
+    y = (rng.uniform(size=600) < 0.3).astype(int)
+    p1 = np.where(y == 1, rng.uniform(0.15, 0.6, 600), rng.uniform(0, 0.4, 600))  # positives rarely pass 0.5
+    prob = np.stack([1 - p1, p1], axis=1)
+    f1 = get_metric("f1")
+    rule = f1.fit_rule(y, prob)
+    assert rule["threshold"] < 0.5 and f1.score(y, prob, rule) > f1.score(y, prob)
+    folds = np.arange(600) % 3
+    honest, rules = f1.honest_score(y, prob, folds)
+    assert set(rules) == {0, 1, 2} and f1.score(y, prob) < honest <= f1.score(y, prob, rule) + 1e-9
+    # Perturbation: fold 0's labels changed, fold 0's rule (fitted on folds 1, 2) stays the same.
+    y2 = y.copy()
+    y2[folds == 0] = 1 - y2[folds == 0]
+    assert f1.honest_score(y2, prob, folds)[1][0] == rules[0]
+    assert f1.honest_score(y2, prob, folds)[1][1] != rules[1]
+
+    s = rng.integers(1, 7, 600)
+    v = 3.5 + 0.6 * (s - 3.5) + rng.normal(0, 0.5, 600)  # shrunk towards the mean, as models are
+    qwk = get_metric("qwk")
+    cuts = qwk.fit_rule(s, v[:, None])
+    assert len(cuts["cutpoints"]) == 5 and qwk.score(s, v[:, None], cuts) > qwk.score(s, v[:, None])
+    labels = apply_rule(cuts, v[:, None])
+    assert labels.min() >= 1 and labels.max() <= 6
+    s2 = s.copy()
+    s2[folds == 2] = 1
+    assert qwk.honest_score(s2, v[:, None], folds)[1][2] == qwk.honest_score(s, v[:, None], folds)[1][2]
+
+
+def test_every_metric_is_registered_with_what_it_needs():
+    assert set(METRICS) == {"rmse", "mcrmse", "f1", "accuracy", "roc_auc", "log_loss", "qwk"}
+    with pytest.raises(ValueError, match="unknown metric 'auc'; valid: rmse, mcrmse"):
+        get_metric("auc")
+    for m in METRICS.values():
+        assert m.needs in ("values", "labels", "probabilities")
+        assert m.rule in ("", "threshold", "cutpoints")
+
+
+def test_descriptions_are_frozen_and_compare_by_value():
+    c = BUILTIN["nlp-getting-started"]
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.slug = "x"
+    assert Competition.from_dict(json.loads(json.dumps(c.to_dict()))) == c
