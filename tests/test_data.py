@@ -130,6 +130,44 @@ def test_dataset_truncates_counts_and_collates_to_multiple_of_8(tiny_bert):
     assert batch["target"].dtype == torch.float32 and batch["index"].tolist() == [0, 1]
 
 
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+def test_long_texts_are_fitted_head_or_head_and_tail_without_a_length_warning(kind, tiny_bert, tiny_roberta, capfd, caplog):
+    from utils.batching import encode
+
+    tok = load_tokenizer(tiny_bert if kind == "bert" else tiny_roberta)
+    vocab = "the cat sat on a mat while dog ran home".split()
+    long = " ".join(vocab[i % 10] for i in range(700))  # past the 512 positions the model takes
+    texts = ["the cat sat", long, " ".join(vocab * 2)]
+    head, n_cut = encode(texts, tok, 16)
+    assert head == tok(texts, truncation=True, max_length=16)["input_ids"] and n_cut == 2
+    tail, _ = encode(texts, tok, 16, "head_tail")
+    full = tok(texts[1], verbose=False)["input_ids"]
+    # 14 tokens of room: the first 3 and the last 11, between the special tokens
+    assert tail[1] == full[:1 + 3] + full[-(11 + 1):] and tail[0] == head[0]
+    pairs = [("the cat", " ".join(vocab * 3))]
+    assert encode(pairs, tok, 12)[0] == tok(["the cat"], [" ".join(vocab * 3)], truncation="only_second",
+                                            max_length=12)["input_ids"]
+    ends = encode(pairs, tok, 12, "head_tail")[0][0]
+    assert len(ends) == 12 and ends[-2] == tok.convert_tokens_to_ids("home")  # the second text's end
+    assert "longer than the specified maximum" not in capfd.readouterr().err + caplog.text
+    with pytest.raises(ValueError, match="unknown fit 'tail'; valid: head, head_tail"):
+        encode(texts, tok, 16, "tail")
+
+
+def test_max_len_above_the_backbone_is_one_clear_line(tiny_bert, tiny_csv, tmp_path, capsys):
+    from test_reliability import assert_one_line_error
+
+    from utils.model import max_positions
+    from utils.train import main
+
+    assert max_positions(tiny_bert) == 512
+    argv = ["--train-csv", str(tiny_csv), "--out", str(tmp_path / "r"), "--model", tiny_bert, "--max-len", "1024"]
+    assert main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "--max-len 1024 is above what", "(512 tokens)",
+                          "--fit head_tail")
+    assert not list((tmp_path / "r").glob("fold*"))
+
+
 def test_batch_orders():
     lengths = np.random.default_rng(0).integers(5, 300, 1000)
     for batches in (length_grouped_batches(lengths, 16, seed=1), sorted_batches(lengths, 16)):

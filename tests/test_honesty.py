@@ -345,11 +345,12 @@ def test_a_bad_folds_file_is_refused_before_any_training(tiny_bert, tmp_path, ca
 
 
 def test_a_run_saved_before_content_hashes_resumes_on_its_paths(tiny_csv, tiny_bert, tmp_path):
-    """An old run folder (config.json without content hashes) still resumes on its paths."""
+    """An old run folder (config.json without content hashes, or without a setting added since,
+    which then ran with its default) still resumes on its paths."""
     cfg = cfg_for(tiny_csv, tmp_path / "run", tiny_bert, only_folds=(0,), max_steps=1)
     run_cv(cfg)
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
-    for key in ("train_csv_sha256", "folds_csv_sha256", "model_sha256"):
+    for key in ("train_csv_sha256", "folds_csv_sha256", "model_sha256", "fit"):
         saved.pop(key)
     (tmp_path / "run" / "config.json").write_text(json.dumps(saved))
     run_cv(cfg_for(tiny_csv, tmp_path / "run", tiny_bert, only_folds=(1,), max_steps=1))

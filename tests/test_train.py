@@ -305,3 +305,19 @@ def test_a_fold_that_diverges_after_improving_keeps_its_best_checkpoint(tiny_csv
     assert np.isfinite(m["cv_rmse"]) and hist["steps"] < 4 * 4  # stopped early
     assert m["cv_rmse"] == pytest.approx(min(h["rmse"] for h in hist["history"] if np.isfinite(h["rmse"])))
     assert "weights became NaN/inf at step" in capsys.readouterr().out
+
+
+def test_head_tail_fitting_is_saved_with_the_run_and_used_in_prediction(tiny_csv, tiny_bert, tmp_path, capsys):
+    from utils.model import TextModel
+    from utils.predict import predict_model, predict_run
+
+    run_cv(cfg_for(tiny_csv, tmp_path / "r", tiny_bert, max_len=12, fit="head_tail", only_folds=(0,), max_steps=2))
+    assert "texts longer than max_len 12 (cut to their first and last tokens)" in capsys.readouterr().out
+    texts = pd.read_csv(tiny_csv).excerpt.tolist()[:6]
+    model, tok = TextModel.load(tmp_path / "r" / "fold0")
+    tail = predict_model(model, tok, texts, 12, fit="head_tail")[:, 0]
+    head = predict_model(model, tok, texts, 12, fit="head")[:, 0]
+    assert np.allclose(predict_run(tmp_path / "r", texts, progress=False), tail, atol=1e-6)
+    assert not np.allclose(tail, head)  # the fitting matters, and prediction used the run's own
+    with pytest.raises(ValueError, match="unknown fit 'middle'; valid: head, head_tail"):
+        cfg_for(tiny_csv, tmp_path / "x", tiny_bert, fit="middle")

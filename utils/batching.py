@@ -5,20 +5,58 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .config import FITS
+
+
+def encode(texts, tokenizer, max_len: int, fit: str = "head") -> tuple[list, int]:
+    """(token ids per text, special tokens included and at most max_len each; how many texts were
+    cut). A text is a string or a (first, second) pair (the tokenizer's text pair: the second is
+    the one fitted, the first keeps at most half of max_len).
+
+    fit: "head" keeps the first tokens (what truncation=True does); "head_tail" keeps the first
+    quarter and the last three quarters of the room (the ending of an essay often tells its
+    quality). Tokenized whole first, with no length warning: the cut is made here.
+    """
+    if fit not in FITS:
+        raise ValueError(f"unknown fit {fit!r}; valid: {', '.join(FITS)}")
+    texts = list(texts)
+    pairs = bool(texts) and isinstance(texts[0], (tuple, list))
+    first = [str(t[0]) if pairs else str(t) for t in texts]
+    second = [str(t[1]) for t in texts] if pairs else None
+    enc = tokenizer(first, second, truncation=False, verbose=False)
+    out, n_cut = [], 0
+    for i, ids in enumerate(enc["input_ids"]):
+        if len(ids) <= max_len:
+            out.append(list(ids))
+            continue
+        n_cut += 1
+        seq = enc.sequence_ids(i)  # None for special tokens, 0 / 1 for the first / second text
+        fitted = 1 if pairs else 0
+        keep = [j for j, s_ in enumerate(seq) if s_ != fitted]
+        if pairs:  # the first text gets at most half the room
+            n_special = sum(s_ is None for s_ in seq)
+            cap = (max_len - n_special) // 2
+            firsts = [j for j in keep if seq[j] == 0]
+            keep = [j for j in keep if seq[j] != 0] + firsts[:cap]
+        body = [j for j, s_ in enumerate(seq) if s_ == fitted]
+        room = max(0, max_len - len(keep))
+        if fit == "head_tail" and room > 1:
+            head = room // 4
+            body = body[:head] + body[len(body) - (room - head):]
+        else:
+            body = body[:room]
+        out.append([ids[j] for j in sorted(keep + body)])
+    return out, n_cut
+
 
 class TextDataset(torch.utils.data.Dataset):
-    """Token ids (unpadded, truncated to max_len), optional targets and per-row loss weights;
-    item i keeps its index."""
+    """Token ids (unpadded, fitted to max_len by `fit`), optional targets and per-row loss
+    weights; item i keeps its index. Texts are strings or (first, second) pairs."""
 
-    def __init__(self, texts, tokenizer, max_len: int, targets=None, weights=None):
-        texts = [str(t) for t in texts]
-        enc = tokenizer(texts, truncation=True, max_length=max_len)
-        self.input_ids = enc["input_ids"]
+    def __init__(self, texts, tokenizer, max_len: int, targets=None, weights=None, fit: str = "head"):
+        texts = [t if isinstance(t, (tuple, list)) else str(t) for t in texts]
+        self.input_ids, self.n_truncated = encode(texts, tokenizer, max_len, fit)
         self.lengths = np.array([len(x) for x in self.input_ids])
-        # Texts that were cut: the truncated length hits max_len and the untruncated is longer.
-        at_limit = [t for t, n in zip(texts, self.lengths) if n >= max_len]
-        full = tokenizer(at_limit)["input_ids"] if at_limit else []
-        self.n_truncated = int(sum(len(x) > max_len for x in full))
         self.targets = None if targets is None else np.asarray(targets)
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float32)
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from .pooling import POOLING_MODES
 
+FITS = ("head", "head_tail")  # how a text longer than max_len is cut to it (utils.batching)
+
 LOSSES = ("mse", "rmse", "se")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 TASKS = ("regression", "classification")
@@ -39,7 +41,8 @@ class TrainConfig:
     head_dropout: float = 0.0
     reinit_layers: int = 0  # re-initialise the top k encoder layers
     gradient_checkpointing: bool = False  # trade compute for memory (large models on a T4)
-    max_len: int = 256
+    max_len: int = 256  # tokens per text, special tokens included (at most the backbone's)
+    fit: str = "head"  # a longer text: head = its first tokens; head_tail = first quarter + end
     # --- folds ---
     folds: int = 5
     fold_seed: int = 42  # folds depend only on the data and this, never on `seed`
@@ -87,6 +90,7 @@ class TrainConfig:
             ("precision", PRECISIONS),
             ("task", TASKS),
             ("attention_scorer", ("mlp", "linear")),
+            ("fit", FITS),
         ]
         for name, valid in checks:
             if getattr(self, name) not in valid:

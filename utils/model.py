@@ -247,3 +247,15 @@ def load_tokenizer(name_or_dir: str):
     """Tokenizer by hub name or folder (always from_pretrained: in transformers 5.x a fast
     tokenizer class built from a vocab file alone is silently ignored)."""
     return _pretrained(AutoTokenizer, name_or_dir)
+
+
+def max_positions(name_or_dir: str) -> int | None:
+    """How many tokens the backbone takes (its absolute position embeddings, less RoBERTa's
+    padding offset); None when it has no such limit (relative positions, e.g. DeBERTa-v3)."""
+    config = _pretrained(AutoConfig, name_or_dir)
+    n = getattr(config, "max_position_embeddings", None)
+    if not n or getattr(config, "position_biased_input", True) is False:
+        return None
+    if "roberta" in str(getattr(config, "model_type", "")):
+        n -= (getattr(config, "pad_token_id", 1) or 1) + 1  # positions start after the pad id
+    return int(n)

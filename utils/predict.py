@@ -37,10 +37,11 @@ def _autocast(device: torch.device, precision: str):
 
 @torch.no_grad()
 def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precision="auto",
-                  progress=False, desc="predict") -> np.ndarray:
-    """(N, outputs) predictions of one loaded model; batches sorted by length, results in input order."""
+                  progress=False, desc="predict", fit: str = "head") -> np.ndarray:
+    """(N, outputs) predictions of one loaded model; batches sorted by length, results in input
+    order; texts longer than max_len fitted as in training (`fit`)."""
     device = next(model.parameters()).device
-    ds = TextDataset(texts, tokenizer, max_len)
+    ds = TextDataset(texts, tokenizer, max_len, fit=fit)
     dl = DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size),
                     collate_fn=Collator(tokenizer.pad_token_id or 0))
     out = np.zeros((len(ds), model.spec.num_outputs), dtype=np.float64)
@@ -76,7 +77,7 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
         p = np.zeros((len(blank), model.spec.num_outputs))
         if usable:
             p[~blank] = predict_model(model, tokenizer, usable, length, batch_size, precision,
-                                      progress, desc)
+                                      progress, desc, saved["train"].get("fit", "head"))
         # Runs saved before the mean was recorded: the mean prediction of the usable rows.
         p[blank] = saved.get("target_mean") or (p[~blank].mean(0) if usable else 0.0)
         out[int(folder.name[4:])] = p

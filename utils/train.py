@@ -55,7 +55,14 @@ from .data import (
 )
 from .files import atomic_dir, fold_dirs, write_csv, write_json
 from .metrics import rmse
-from .model import ModelSpec, TextModel, amp_precision, encoder_layers, load_tokenizer
+from .model import (
+    ModelSpec,
+    TextModel,
+    amp_precision,
+    encoder_layers,
+    load_tokenizer,
+    max_positions,
+)
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -278,15 +285,16 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     if pseudo is not None:
         p_texts, p_y = pseudo_rows(cfg, pseudo, fold)
         if cfg.pseudo_epochs:
-            pseudo_ds = TextDataset(p_texts, tokenizer, cfg.max_len, p_y)
+            pseudo_ds = TextDataset(p_texts, tokenizer, cfg.max_len, p_y, fit=cfg.fit)
         else:
             weights = [1.0] * len(train_texts) + [cfg.pseudo_weight] * len(p_texts)
             train_texts, train_y = train_texts + p_texts, np.concatenate([train_y, p_y])
-    train_ds = TextDataset(train_texts, tokenizer, cfg.max_len, train_y, weights)
-    valid_ds = TextDataset([texts[i] for i in va], tokenizer, cfg.max_len, y[va])
+    train_ds = TextDataset(train_texts, tokenizer, cfg.max_len, train_y, weights, cfg.fit)
+    valid_ds = TextDataset([texts[i] for i in va], tokenizer, cfg.max_len, y[va], fit=cfg.fit)
     n_cut = train_ds.n_truncated + valid_ds.n_truncated
     if n_cut:
-        log(f"fold {fold}: {n_cut} of {len(df)} texts truncated to max_len {cfg.max_len}")
+        log(f"fold {fold}: {n_cut} of {len(df)} texts longer than max_len {cfg.max_len} "
+            f"({'cut to their first and last tokens' if cfg.fit == 'head_tail' else 'cut to their first tokens'})")
 
     n_out = (cfg.num_labels or len(labels)) if labels is not None else len(cfg.target_cols)
     spec = ModelSpec(
@@ -441,9 +449,12 @@ def prepare_out(cfg: TrainConfig, out: Path) -> None:
     saved_path = out / "config.json"
     if saved_path.exists():
         saved, current = json.loads(saved_path.read_text()), identity(cfg)
-        for key in CONTENT_KEYS:  # a run saved before its inputs were hashed: its paths decide
-            if key not in saved:
-                current.pop(key, None)
+        defaults = identity(TrainConfig(train_csv="-", out="-", model="-"))
+        for key in list(current):
+            # A run saved before a setting existed (or before its inputs were hashed): the
+            # setting's default is what it ran with; its paths decide for the inputs.
+            if key not in saved and (key in CONTENT_KEYS or current[key] == defaults.get(key)):
+                current.pop(key)
         diff = differences(saved, current)
         # No finished fold (e.g. the last command had a typo in --model): nothing to lose, so
         # the corrected command simply starts over instead of asking for --overwrite.
@@ -515,6 +526,10 @@ def run_cv(cfg: TrainConfig) -> dict:
     if accelerator.is_main_process:
         prepare_out(cfg, out)
     accelerator.wait_for_everyone()
+    limit = max_positions(cfg.model)
+    if limit and cfg.max_len > limit:
+        raise ValueError(f"--max-len {cfg.max_len} is above what {cfg.model} takes ({limit} tokens): "
+                         f"use --max-len {limit} or less (--fit head_tail keeps a long text's end too)")
     df = load_train(cfg)
     folds = assign_folds(cfg, df, out)
     if accelerator.is_main_process:
