@@ -312,7 +312,7 @@ def test_head_tail_fitting_is_saved_with_the_run_and_used_in_prediction(tiny_csv
     from utils.predict import predict_model, predict_run
 
     run_cv(cfg_for(tiny_csv, tmp_path / "r", tiny_bert, max_len=12, fit="head_tail", only_folds=(0,), max_steps=2))
-    assert "texts longer than max_len 12 (cut to their first and last tokens)" in capsys.readouterr().out
+    assert "texts truncated to max_len 12 (their first and last tokens kept)" in capsys.readouterr().out
     texts = pd.read_csv(tiny_csv).excerpt.tolist()[:6]
     model, tok = TextModel.load(tmp_path / "r" / "fold0")
     tail = predict_model(model, tok, texts, 12, fit="head_tail")[:, 0]

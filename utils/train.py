@@ -293,8 +293,8 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     valid_ds = TextDataset([texts[i] for i in va], tokenizer, cfg.max_len, y[va], fit=cfg.fit)
     n_cut = train_ds.n_truncated + valid_ds.n_truncated
     if n_cut:
-        log(f"fold {fold}: {n_cut} of {len(df)} texts longer than max_len {cfg.max_len} "
-            f"({'cut to their first and last tokens' if cfg.fit == 'head_tail' else 'cut to their first tokens'})")
+        kept = "their first and last tokens kept" if cfg.fit == "head_tail" else "their first tokens kept"
+        log(f"fold {fold}: {n_cut} of {len(df)} texts truncated to max_len {cfg.max_len} ({kept})")
 
     n_out = (cfg.num_labels or len(labels)) if labels is not None else len(cfg.target_cols)
     spec = ModelSpec(
