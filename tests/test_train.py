@@ -321,3 +321,24 @@ def test_head_tail_fitting_is_saved_with_the_run_and_used_in_prediction(tiny_csv
     assert not np.allclose(tail, head)  # the fitting matters, and prediction used the run's own
     with pytest.raises(ValueError, match="unknown fit 'middle'; valid: head, head_tail"):
         cfg_for(tiny_csv, tmp_path / "x", tiny_bert, fit="middle")
+
+
+@pytest.mark.parametrize("cli", ["train", "pretrain"])
+def test_every_option_says_what_it_does_and_its_default(cli):
+    """--help comes from the dataclass: each field's comment and default, so it cannot drift."""
+    import dataclasses
+
+    from utils import config, pretrain
+
+    parser, cls = (config.build_parser(), TrainConfig) if cli == "train" else (
+        pretrain.build_parser(), pretrain.PretrainConfig)
+    actions = {a.dest: a for a in parser._actions if a.dest != "help"}
+    assert set(actions) == {f.name for f in dataclasses.fields(cls)}
+    for f in dataclasses.fields(cls):
+        assert actions[f.name].help, f"--{f.name.replace('_', '-')} has no help"
+    text = " ".join(parser.format_help().split())
+    if cli == "train":
+        assert "--layers LAYERS pool a learned mix of the last N hidden layers (default: 1)" in text
+        assert "--fit FIT a longer text: head = its first tokens; head_tail = first quarter + end (default: head)" in text
+    else:
+        assert "--mlm-probability MLM_PROBABILITY share of tokens masked" in text

@@ -25,9 +25,9 @@ class TrainConfig:
     # --- data ---
     train_csv: str = ""  # competition train.csv (required)
     out: str = ""  # run folder: fold{k}/, folds.csv, oof.csv, metrics.json (required)
-    text_col: str = "excerpt"
+    text_col: str = "excerpt"  # the column holding the text
     target_cols: tuple = ("target",)  # several = multi-target regression (MCRMSE)
-    id_col: str = "id"
+    id_col: str = "id"  # the column of unique row ids
     task: str = "regression"  # "regression" or "classification"
     num_labels: int = 0  # classification: number of classes (0 = infer from the data)
     max_rows: int = 0  # >0: train on a random subsample of this many rows (demo, smoke runs)
@@ -38,30 +38,30 @@ class TrainConfig:
     attention_scorer: str = "mlp"  # mlp = Linear(H,H)-Tanh-Linear(H,1); linear = Linear(H,1)
     layers: int = 1  # pool a learned mix of the last N hidden layers
     backbone_dropout: bool = False  # off by default: reported to help regression on this task
-    head_dropout: float = 0.0
+    head_dropout: float = 0.0  # dropout before the head
     reinit_layers: int = 0  # re-initialise the top k encoder layers
     gradient_checkpointing: bool = False  # trade compute for memory (large models on a T4)
     max_len: int = 256  # tokens per text, special tokens included (at most the backbone's)
     fit: str = "head"  # a longer text: head = its first tokens; head_tail = first quarter + end
     # --- folds ---
-    folds: int = 5
+    folds: int = 5  # K of K-fold cross-validation
     fold_seed: int = 42  # folds depend only on the data and this, never on `seed`
     folds_csv: str = ""  # reuse a given id,fold assignment
     # --- optimisation ---
     seed: int = 42  # each fold is seeded with seed + fold at its start
-    epochs: int = 3
+    epochs: int = 3  # passes over each fold's training rows
     max_steps: int = 0  # >0: stop each fold after this many optimizer steps
-    batch_size: int = 16
-    eval_batch_size: int = 64
-    grad_accum: int = 1
+    batch_size: int = 16  # texts per micro-batch (per process)
+    eval_batch_size: int = 64  # texts per batch when validating
+    grad_accum: int = 1  # micro-batches per optimizer step
     lr: float = 2e-5  # encoder learning rate (top layer)
     head_lr: float = 1e-3  # pooling + layer mix + head
     llrd: float = 1.0  # layer-wise decay: layer i from the top gets lr * llrd**i (1 = off)
-    weight_decay: float = 0.01
+    weight_decay: float = 0.01  # AdamW's, not on biases and norms
     warmup: float = 0.06  # fraction of steps of linear warmup, then cosine decay
     max_grad_norm: float = 1.0  # 0 = no clipping
     loss: str = "mse"  # mse | rmse | se (standard-error-aware, uses standard_error_col)
-    standard_error_col: str = "standard_error"
+    standard_error_col: str = "standard_error"  # the per-row label noise loss se reads
     min_se: float = 0.05  # clamp tiny standard errors (the reference row has 0)
     precision: str = "auto"  # auto = bf16/fp16 AMP on CUDA, fp32 on CPU; or fp32 | fp16 | bf16
     group_by_length: bool = True  # shuffled batches of similar length (less padding)
@@ -78,7 +78,7 @@ class TrainConfig:
     only_folds: tuple = ()  # train just these folds now; others can be added later
     overwrite: bool = False  # replace a run made with different arguments
     progress: bool = True  # tqdm bars
-    num_workers: int = 0
+    num_workers: int = 0  # DataLoader worker processes
 
     def __post_init__(self):
         for name in ("train_csv", "out", "model"):
@@ -195,21 +195,40 @@ def _schedule(text: str) -> tuple:
         ) from None
 
 
+def field_comments(cls) -> dict:
+    """{field: the comment beside it in the dataclass's source}: the one place a setting is
+    explained, read for --help so the help cannot drift from the code."""
+    import inspect
+    import re
+
+    out = {}
+    for line in inspect.getsource(cls).splitlines():
+        m = re.match(r"\s+(\w+): [^=#]+=[^#]*#\s*(.+)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
 def add_fields(p: argparse.ArgumentParser, cls, required=(), lists=None, special=None) -> None:
-    """One flag per field of the dataclass `cls`, --kebab-case, its default shown: booleans as
-    --x/--no-x, `lists` ({name: item type}) with nargs="+", `special` ({name: add_argument kwargs})."""
+    """One flag per field of the dataclass `cls`, --kebab-case, its comment as help and its
+    default shown: booleans as --x/--no-x, `lists` ({name: item type}) with nargs="+", `special`
+    ({name: add_argument kwargs})."""
     lists, special = lists or {}, special or {}
+    helps = field_comments(cls)
     for f in dataclasses.fields(cls):
         flag = "--" + f.name.replace("_", "-")
+        # "%" is argparse's format character; the default is appended by the formatter.
+        text = helps.get(f.name, "").replace("%", "%%")
         if f.name in special:
-            p.add_argument(flag, **special[f.name])
+            p.add_argument(flag, **{"help": text, **special[f.name]})
         elif f.name in lists:
             p.add_argument(flag, nargs="+", type=lists[f.name], default=f.default,
-                           required=f.name in required)
+                           required=f.name in required, help=text)
         elif isinstance(f.default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=text)
         else:
-            p.add_argument(flag, type=type(f.default), default=f.default, required=f.name in required)
+            p.add_argument(flag, type=type(f.default), default=f.default, required=f.name in required,
+                           help=text)
 
 
 def cli_error(e: Exception) -> int:
@@ -225,7 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train K folds of an encoder + pooling + head; resumes finished folds.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    schedule = dict(type=_schedule, default=(), help="e.g. 0.50:16,0.49:8,0.48:4,0:1")
+    schedule = dict(type=_schedule, default=(),
+                    help="validate more often as the score falls, RMSE:STEPS pairs, e.g. "
+                         "0.50:16,0.49:8,0.48:4,0:1 (empty: every --eval-every steps)")
     add_fields(p, TrainConfig, required=("train_csv", "out", "model"),
                lists={"target_cols": str, "only_folds": int}, special={"eval_schedule": schedule})
     return p

@@ -56,13 +56,13 @@ class PretrainConfig:
     texts: tuple = ()  # CSVs whose text column is pretrained on (e.g. train.csv and test.csv)
     model: str = ""  # hub name or local folder of the backbone to continue from
     out: str = ""  # the new backbone folder
-    text_col: str = "excerpt"
+    text_col: str = "excerpt"  # the column holding the text in every CSV
     id_col: str = "id"  # optional: a CSV without it is read all the same
-    epochs: int = 2
+    epochs: int = 2  # passes over the texts
     mlm_probability: float = 0.15  # share of tokens masked (BERT's 80/10/10 replacement)
-    max_len: int = 256
-    batch_size: int = 16
-    lr: float = 5e-5
+    max_len: int = 256  # tokens per text (longer texts keep their first tokens)
+    batch_size: int = 16  # texts per batch (per process)
+    lr: float = 5e-5  # peak learning rate
     weight_decay: float = 0.01  # not on biases and norms
     warmup: float = 0.06  # fraction of steps of linear warmup, then linear decay to 0
     max_grad_norm: float = 1.0  # 0 = no clipping
