@@ -41,29 +41,14 @@ SETUPS = {
 }
 
 
-def mcrmse(y: np.ndarray, p: np.ndarray) -> float:
-    return float(np.mean(np.sqrt(np.mean((y - p) ** 2, axis=0))))
-
-
-def best_threshold(y: np.ndarray, prob: np.ndarray) -> float:
-    """The threshold on prob maximising F1 on (y, prob): the midpoints between sorted scores."""
-    from sklearn.metrics import f1_score
-
-    cands = np.unique(np.round(prob, 4))
-    return float(max(cands, key=lambda t: f1_score(y, prob >= t)))
-
-
 def cross_fitted_f1(y: np.ndarray, prob: np.ndarray, seed: int = 0) -> tuple[float, list]:
-    """F1 with each half's threshold fitted on the other half; (F1, [threshold per half])."""
-    from sklearn.metrics import f1_score
+    """F1 with each half's threshold fitted on the other half (utils.metrics' F1 and its honest
+    per-fold rule, the halves as folds); (F1, [threshold per half])."""
+    from utils.metrics import get_metric
 
     half = np.random.default_rng(seed).permutation(len(y)) % 2
-    pred, thresholds = np.zeros(len(y), dtype=int), []
-    for h in (0, 1):
-        t = best_threshold(y[half != h], prob[half != h])
-        pred[half == h] = prob[half == h] >= t
-        thresholds.append(t)
-    return float(f1_score(y, pred)), thresholds
+    f1, rules = get_metric("f1").honest_score(y, np.stack([1 - prob, prob], axis=1), half)
+    return f1, [rules[h]["threshold"] for h in (0, 1)]
 
 
 def baseline(name: str, df: pd.DataFrame, folds: np.ndarray, s: dict) -> dict:
@@ -71,6 +56,8 @@ def baseline(name: str, df: pd.DataFrame, folds: np.ndarray, s: dict) -> dict:
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression, Ridge
     from sklearn.metrics import f1_score
+
+    from utils.metrics import mcrmse
 
     tr, va = folds != 0, folds == 0
     vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
@@ -91,6 +78,7 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head") -> 
     from sklearn.metrics import f1_score
 
     from utils.config import TrainConfig
+    from utils.metrics import mcrmse
     from utils.train import run_cv
 
     out = Path(tempfile.mkdtemp(prefix=f"competition-{name}-"))

@@ -54,7 +54,6 @@ class TextDataset(torch.utils.data.Dataset):
     weights; item i keeps its index. Texts are strings or (first, second) pairs."""
 
     def __init__(self, texts, tokenizer, max_len: int, targets=None, weights=None, fit: str = "head"):
-        texts = [t if isinstance(t, (tuple, list)) else str(t) for t in texts]
         self.input_ids, self.n_truncated = encode(texts, tokenizer, max_len, fit)
         self.lengths = np.array([len(x) for x in self.input_ids])
         self.targets = None if targets is None else np.asarray(targets)

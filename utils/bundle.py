@@ -258,7 +258,7 @@ def read_blend(path, names) -> dict:
     weights_per_fold is narrowed the same way (each fold's weights renormalised), so fold k's
     pseudo-labels made from the bundle still use weights fitted without fold k's rows."""
     from .data import DataError
-    from .predict import load_blend, load_fold_weights, normalize_weights, read_blend_json
+    from .predict import blend_weights, normalize_weights, read_blend_json
 
     try:
         blend = read_blend_json(path)
@@ -268,8 +268,8 @@ def read_blend(path, names) -> dict:
                 f"{path} gives weight to run(s) {', '.join(left_out)} that are not in "
                 f"--runs ({', '.join(names)}); bundle them too"
             )
-        weights = normalize_weights(load_blend(path, names), len(names))
-        per_fold = load_fold_weights(path, names)
+        weights, per_fold = blend_weights(path, names, blend)
+        weights = normalize_weights(weights, len(names))
     except (DataError, ValueError) as e:
         raise BundleError(str(e)) from None
     out = {**blend, "runs": list(names), "weights": [float(w) for w in weights]}
@@ -293,13 +293,15 @@ def build_models(
 
     meta = dataset_metadata(owner, slug, license_name)
     runs = [Path(r) for r in runs]
-    names = [r.name for r in runs]
-    if len(set(names)) != len(names):
-        raise BundleError(f"run folder names must differ (they become folders): {names}")
-    blend_obj = read_blend(blend, names) if blend else None
     from .data import DataError
+    from .files import run_names
     from .predict import check_runs_agree
 
+    try:
+        names = run_names(runs)
+    except ValueError as e:
+        raise BundleError(f"run folder names must differ (they become folders): {e}") from None
+    blend_obj = read_blend(blend, names) if blend else None
     try:  # every run finished and predicting the same targets, before any weights are converted
         check_runs_agree(runs)
     except DataError as e:

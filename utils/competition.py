@@ -284,10 +284,10 @@ def infer(data_dir) -> tuple[Competition, list]:
     data_dir = Path(data_dir)
     files = {p.name for p in data_dir.glob("*.csv")}
     why = []
-    pick = lambda want, kind: next((f for f in sorted(files) if want in f.lower()), None)  # noqa: E731
-    sample = pick("sample_submission", "sample") or pick("submission", "sample")
-    train = "train.csv" if "train.csv" in files else pick("train", "train")
-    test = "test.csv" if "test.csv" in files else pick("test", "test")
+    pick = lambda want: next((f for f in sorted(files) if want in f.lower()), None)  # noqa: E731
+    sample = pick("sample_submission") or pick("submission")
+    train = "train.csv" if "train.csv" in files else pick("train")
+    test = "test.csv" if "test.csv" in files else pick("test")
     for kind, f in (("train", train), ("test", test), ("sample submission", sample)):
         if not f:
             raise DataError(f"{data_dir}: no {kind} CSV found (files: {', '.join(sorted(files)) or 'none'})")

@@ -48,16 +48,13 @@ def load_oofs(runs, target="target") -> pd.DataFrame:
         part = oof[["id", target, "fold", "pred"]].rename(columns={"pred": name})
         merged = part if merged is None else merged.merge(part[["id", name]], on="id", how="inner")
     shared = sorted(set.intersection(*(set(d) for d in done.values())))
+    each = "; ".join(f"{r} has {', '.join(map(str, d))}" for r, d in done.items())
+    if len(shared) < 2:  # fold k's weights are fitted on the other shared folds' rows
+        raise DataError(f"the runs share {len(shared)} finished fold(s) ({each}): an honest "
+                        "blend needs at least two shared folds; finish the same folds in each")
     if any(d != shared for d in done.values()):
-        each = "; ".join(f"{r} has {', '.join(map(str, d))}" for r, d in done.items())
-        if len(shared) < 2:
-            raise DataError(f"the runs share {len(shared)} finished fold(s) ({each}): an honest "
-                            "blend needs at least two shared folds; finish the same folds in each")
         print(f"note: blending on folds {', '.join(map(str, shared))}, the ones every run has "
               f"({each})", file=sys.stderr, flush=True)
-    if len(shared) < 2:
-        raise DataError(f"the runs have {len(shared)} finished fold(s): an honest blend fits fold "
-                        "k's weights on the other folds' rows, so it needs at least two folds")
     if len(merged) == 0:
         raise DataError("the runs have no out-of-fold rows in common")
     return merged.reset_index(drop=True)

@@ -162,27 +162,29 @@ def _pick(path, listed, weights, runs) -> np.ndarray:
     return np.array([by_name[n] for n in names], dtype=float)
 
 
-def load_blend(path, runs) -> np.ndarray:
-    """Weights from blend.json ({"runs": [names], "weights": [...]}), in the order of `runs`."""
-    blend = read_blend_json(path)
-    return _pick(path, blend["runs"], blend["weights"], runs)
-
-
-def load_fold_weights(path, runs) -> dict | None:
-    """{fold: weights of `runs`, summing to 1} from blend.json's weights_per_fold (fold k's fitted
-    on the other folds' rows only), or None when the file has none. Members of the blend that are
-    not in `runs` are left out and each fold's weights renormalised: still fitted without fold k."""
-    blend = read_blend_json(path)
+def blend_weights(path, runs, blend: dict | None = None) -> tuple[np.ndarray, dict | None]:
+    """From blend.json (read once, or `blend` already read from `path`): the weights of `runs`
+    in their order, and {fold: weights of `runs`, summing to 1} from weights_per_fold (fold k's
+    fitted on the other folds' rows only), or None when the file has none. Members of the blend
+    that are not in `runs` are left out and each fold's weights renormalised: still fitted
+    without fold k."""
+    blend = read_blend_json(path) if blend is None else blend
+    weights = _pick(path, blend["runs"], blend["weights"], runs)
     if not blend.get("weights_per_fold"):
-        return None
-    out = {}
+        return weights, None
+    per_fold = {}
     for k, w in blend["weights_per_fold"].items():
         picked = _pick(path, blend["runs"], w, runs)
         if not picked.sum() > 0:
             raise DataError(f"{path}: fold {k}'s weights are all on members not given here "
                             f"({', '.join(blend['runs'])}); give those runs too")
-        out[int(k)] = normalize_weights(picked, len(runs))
-    return out
+        per_fold[int(k)] = normalize_weights(picked, len(runs))
+    return weights, per_fold
+
+
+def load_blend(path, runs) -> np.ndarray:
+    """Weights from blend.json ({"runs": [names], "weights": [...]}), in the order of `runs`."""
+    return blend_weights(path, runs)[0]
 
 
 def predict(runs, texts, weights=None, timings: dict | None = None, **kw) -> np.ndarray:

@@ -29,14 +29,7 @@ import pandas as pd
 from .config import cli_error
 from .data import DataError, folds_fingerprint, pseudo_info_path, read_csv
 from .files import fold_dirs, run_names, write_csv, write_json
-from .predict import (
-    blank_texts,
-    load_blend,
-    load_fold_weights,
-    normalize_weights,
-    predict_folds,
-    run_spec,
-)
+from .predict import blank_texts, blend_weights, normalize_weights, predict_folds, run_spec
 
 
 def normalized(text: str) -> str:
@@ -93,10 +86,11 @@ def make_pseudo(runs, texts: pd.DataFrame, text_col: str = "excerpt", weights=No
     values = texts[text_col].tolist()
     per_run = [predict_folds(run, values, progress=progress) for run in runs]
     out = pd.DataFrame({"id": texts["id"].astype(str).to_numpy(), text_col: values})
+    overall = normalize_weights(weights, len(runs))
     for k in folds:
         # A fold the blend did not cover (its runs shared other folds): the overall weights were
         # fitted without its rows.
-        w = (fold_weights or {}).get(k, normalize_weights(weights, len(runs)))
+        w = (fold_weights or {}).get(k, overall)
         fold_k = np.stack([preds[k][:, 0] for preds in per_run], axis=1)  # (N, runs)
         label, spread = fold_k @ w, fold_k.std(axis=1)
         if max_std is not None:
@@ -137,8 +131,7 @@ def main(argv=None) -> int:
         folds, fingerprint = teachers_folds(args.runs)
         check_teachers(args.runs)
         run_names(args.runs)
-        weights = load_blend(args.blend, args.runs) if args.blend else None
-        fold_weights = load_fold_weights(args.blend, args.runs) if args.blend else None
+        weights, fold_weights = blend_weights(args.blend, args.runs) if args.blend else (None, None)
         if args.blend and fold_weights is None:
             print(f"note: {Path(args.blend).name} has no weights_per_fold: its weights serve every "
                   "fold, honest only if they were not fitted on these runs' out-of-fold rows",

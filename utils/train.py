@@ -10,6 +10,7 @@ Re-running the same command resumes: finished folds are skipped, an unfinished o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -449,7 +450,7 @@ def prepare_out(cfg: TrainConfig, out: Path) -> None:
     saved_path = out / "config.json"
     if saved_path.exists():
         saved, current = json.loads(saved_path.read_text()), identity(cfg)
-        defaults = identity(TrainConfig(train_csv="-", out="-", model="-"))
+        defaults = json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(TrainConfig)}))
         for key in list(current):
             # A run saved before a setting existed (or before its inputs were hashed): the
             # setting's default is what it ran with; its paths decide for the inputs.
