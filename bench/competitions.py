@@ -134,6 +134,7 @@ def main() -> None:
         print(table())
         return
     from utils.data import make_folds, read_csv
+    from utils.files import write_json
 
     s = SETUPS[args.name]
     train_csv = str(Path(args.data) / "train.csv")
@@ -145,11 +146,13 @@ def main() -> None:
     print(json.dumps(res["baseline"]), flush=True)
     path = RESULTS / f"competition_{args.name}.json"
     previous = json.loads(path.read_text())["kit"] if path.is_file() else []
+    RESULTS.mkdir(exist_ok=True)
+    # The baseline lands before the long run, beside the kit's earlier results.
+    write_json(path, {**res, "kit": previous})
     r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit)
     same = lambda x: (x.get("max_len"), x.get("fit", "head")) == (r["max_len"], r["fit"])  # noqa: E731
     res["kit"] = [x for x in previous if not same(x)] + [r]
-    RESULTS.mkdir(exist_ok=True)
-    path.write_text(json.dumps(res, indent=2))
+    write_json(path, res)
     print(json.dumps(r), flush=True)
     print(table())
 

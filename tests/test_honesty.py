@@ -211,6 +211,19 @@ def test_a_run_of_other_targets_is_refused_in_one_line(twins, tmp_path, capsys):
     assert_one_line_error(capsys.readouterr().err, "multi/oof.csv has no column 'target', 'pred'")
 
 
+def test_classification_runs_are_refused_not_blended_on_their_labels(tmp_path, tiny_bert, capsys):
+    df = tiny_frame(40)
+    df["level"] = np.where(df.target < df.target.median(), "hard", "easy")
+    df.to_csv(tmp_path / "t.csv", index=False)
+    for name in ("a", "b"):
+        run_cv(cfg_for(tmp_path / "t.csv", tmp_path / name, tiny_bert, task="classification",
+                       target_cols=("level",), max_steps=1, seed=len(name)))
+    argv = ["--runs", str(tmp_path / "a"), str(tmp_path / "b"), "--target", "level", "--out", str(tmp_path / "b.json")]
+    assert ensemble.main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "a is a classification run")
+    assert not (tmp_path / "b.json").exists()
+
+
 @pytest.mark.parametrize("content,message", [
     ('{"weights_per_fold": {}}', "expected {'runs': [...], 'weights': [...]}"),
     ('{"runs": ["attn", "mean"], "weights": [1.0]}', "'runs' and 'weights' must be lists of the same length"),

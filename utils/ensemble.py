@@ -34,6 +34,10 @@ def load_oofs(runs, target="target") -> pd.DataFrame:
                 raise DataError(f"{run} has no {f}: not a run folder with a finished fold")
         oof = pd.read_csv(run / "oof.csv", dtype={"id": str})
         missing = [c for c in ("id", target, "fold", "pred") if c not in oof.columns]
+        if any(str(c).startswith("prob_") for c in oof.columns):
+            # Its `pred` holds class labels: a weighted mean of labels is no prediction.
+            raise DataError(f"{run} is a classification run (oof.csv has class probabilities): "
+                            "blending takes runs with one regression target")
         if missing:
             raise DataError(f"{run}/oof.csv has no column {', '.join(map(repr, missing))} "
                             f"(found: {', '.join(oof.columns)}): blending takes runs with one "
