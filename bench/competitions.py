@@ -4,6 +4,7 @@ the same folds, in the metric each competition scores:
     python bench/competitions.py ell --data DIR      # Feedback Prize ELL: MCRMSE, TF-IDF + ridge
     python bench/competitions.py ell --data DIR --fit head_tail   # essays cut to first + last tokens
     python bench/competitions.py tweets --data DIR   # Disaster Tweets: F1, TF-IDF + logistic regression
+    python bench/competitions.py ell --data DIR --baseline-only   # the baseline alone (seconds)
     python bench/competitions.py --table             # print the table of saved results
 
 DIR holds the competition's train.csv. Each writes bench/results/competition_<name>.json.
@@ -128,6 +129,7 @@ def main() -> None:
     p.add_argument("--max-len", type=int, help="default: 512 for essays, 64 for tweets")
     p.add_argument("--fit", default="head", choices=("head", "head_tail"),
                    help="texts past max_len: first tokens, or first quarter + last tokens")
+    p.add_argument("--baseline-only", action="store_true", help="write the baseline, skip the kit's run")
     p.add_argument("--table", action="store_true")
     args = p.parse_args()
     if args.table or not args.name:
@@ -142,13 +144,18 @@ def main() -> None:
     folds = make_folds(df, 5, 42, s["target_cols"], s["task"])
     res = {"slug": s["slug"], "metric": s["metric"], "fold": 0, "n_train": int((folds != 0).sum()),
            "n_valid": int((folds == 0).sum()), "baseline": baseline(args.name, df, folds, s),
-           "command": " ".join(["python", "bench/competitions.py", *sys.argv[1:]])}
+           # The data folder is this machine's: recorded as DIR.
+           "command": " ".join(["python", "bench/competitions.py", *(
+               "DIR" if sys.argv[i - 1] == "--data" else a for i, a in enumerate(sys.argv[1:], 1))])}
     print(json.dumps(res["baseline"]), flush=True)
     path = RESULTS / f"competition_{args.name}.json"
     previous = json.loads(path.read_text())["kit"] if path.is_file() else []
     RESULTS.mkdir(exist_ok=True)
     # The baseline lands before the long run, beside the kit's earlier results.
     write_json(path, {**res, "kit": previous})
+    if args.baseline_only:
+        print(table())
+        return
     r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit)
     same = lambda x: (x.get("max_len"), x.get("fit", "head")) == (r["max_len"], r["fit"])  # noqa: E731
     res["kit"] = [x for x in previous if not same(x)] + [r]
