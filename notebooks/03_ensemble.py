@@ -18,9 +18,11 @@
 #
 # Any number of runs trained by notebook 2 on the **same folds** (same `fold_seed`, hence the same
 # `folds.csv`): other seeds, pooling modes or backbones. They are blended with non-negative weights
-# fitted on their out-of-fold predictions. The blend's RMSE is estimated honestly: for each fold,
-# the weights are fitted on the other folds and scored on the held-out one. The weights are saved
-# as `blend.json` for the submission notebook.
+# fitted on their out-of-fold predictions: per target for several targets, on the class
+# probabilities for classification. The blend is scored in the competition's metric (the runs record
+# their competition) and honestly: for each fold, the weights (and a decision rule such as F1's
+# threshold) are fitted on the other folds and scored on the held-out one. The weights and the rule
+# are saved as `blend.json` for the submission notebook.
 #
 # Runs of one backbone correlate highly and their blend gains little; other seeds of the same run
 # average out training noise (4th place averaged 5 seeds x 5 folds); other backbones gain most.
@@ -63,28 +65,34 @@ if kit_dirs:
 print("utils", utils.__version__, "from", Path(utils.__file__).parent)
 
 # %%
+import numpy as np
 import pandas as pd
 from IPython.display import display
 
 from utils import eda, ensemble, env, plots
-from utils.data import read_csv
+from utils.competition import read_table
 from utils.files import write_json
+from utils.predict import run_competition
 
 root = env.runs_dir(runs_dir, models_dataset)
 out = env.output_dir(out_dir, root)
 paths = [root / r for r in runs]
+comp = run_competition(paths[0])  # the runs know their competition: columns, task, metric
 report = ensemble.blend_report(paths)
-oofs = ensemble.load_oofs(paths)
+one_output = len(report["outputs"]) == 1
+oofs = ensemble.load_oofs(paths) if one_output else None
+print(f"{comp.title or comp.slug}: {len(paths)} runs, scored by {report['metric']}")
 
 # %% [markdown]
 # ## Single runs, their plain average and the fitted blend
 
 # %%
 display(ensemble.summary(report).style.format("{:.4f}"))
-print("weights:", dict(zip(report["runs"], [round(w, 3) for w in report["weights"]])))
+print("weights:", dict(zip(report["runs"], np.round(report["weights"], 3).tolist())))
 display(pd.DataFrame(report["correlation"], report["runs"], report["runs"]).style.format("{:.4f}"))
-gain = min(report["rmse"].values()) - report["rmse_blend_cv"]
-print(f"honest gain of the blend over the best single run: {gain:+.4f} RMSE")
+sign = 1 if report["greater_is_better"] else -1
+gain = sign * (report["score_blend_cv"] - sign * max(sign * v for v in report["scores"].values()))
+print(f"honest gain of the blend over the best single run: {gain:+.4f} {report['metric']} (> 0: better)")
 
 # %%
 fig = plots.blend_figure(report, oofs)
@@ -95,7 +103,8 @@ plots.save_fig(fig, out / "figures" / "blend.png")
 # fitting noise.
 
 # %%
-display(pd.DataFrame(report["weights_per_fold"], index=report["runs"]).T.style.format("{:.3f}"))
+per_fold = {k: np.asarray(w).reshape(len(report["runs"]), -1).mean(1) for k, w in report["weights_per_fold"].items()}
+display(pd.DataFrame(per_fold, index=report["runs"]).T.style.format("{:.3f}"))  # mean over targets
 
 # %%
 ensemble.save_blend(out / "blend.json", report)
@@ -108,10 +117,12 @@ print("saved", out / "blend.json")
 # keeps the runs, which the submission notebook predicts with.
 
 # %%
-if with_tfidf:
-    train = read_csv(env.competition_dir(data_dir) / "train.csv").set_index("id").loc[oofs["id"]]
-    tfidf = eda.tfidf_ridge_oof(train["excerpt"], train["target"], oofs["fold"].to_numpy())
+if with_tfidf and one_output and comp.model_task == "regression" and not comp.text_pair:
+    train = read_table(comp, env.competition_dir(data_dir, comp.slug), "train")
+    train = train.set_index(comp.id_col).loc[oofs["id"]]
+    text = pd.Series(comp.input_texts(train), index=train.index)
+    tfidf = eda.tfidf_ridge_oof(text, train[comp.target_cols[0]], oofs["fold"].to_numpy())
     with_baseline = ensemble.blend_report(paths, extra={"tfidf-ridge": pd.Series(tfidf, oofs["id"])})
     display(ensemble.summary(with_baseline).style.format("{:.4f}"))
-    print("weights:", dict(zip(with_baseline["runs"], [round(w, 3) for w in with_baseline["weights"]])))
+    print("weights:", dict(zip(with_baseline["runs"], np.round(with_baseline["weights"], 3).tolist())))
     write_json(out / "blend_with_tfidf.json", with_baseline)

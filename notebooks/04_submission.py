@@ -17,9 +17,11 @@
 # # 4 · Offline inference: `submission.csv`
 #
 # Runs with the internet switched off. `utils` comes from the attached code dataset, the trained
-# runs from the attached models dataset. Every fold of every run predicts `test.csv` in
-# length-sorted batches (fp16 autocast on GPU), folds are averaged, runs blended with the weights of
-# notebook 3, and the checked submission is written.
+# runs from the attached models dataset. The runs know their competition (columns, input text,
+# task, metric): every fold of every run predicts its test file in length-sorted batches (fp16
+# autocast on GPU), folds are averaged, runs blended with the weights of notebook 3, labels made with
+# the fitted decision rule, and the submission is written in `sample_submission.csv`'s columns and
+# row order, checked.
 
 # %% tags=["parameters"]
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
@@ -65,30 +67,29 @@ import torch
 from IPython.display import display
 
 from utils import env, plots
-from utils.data import read_csv
-from utils.predict import load_blend, predict, write_submission
+from utils.predict import run_competition, submit
 
-data = env.competition_dir(data_dir)
 root = env.runs_dir(runs_dir, models_dataset)
-out = Path(out_dir) if out_dir else env.working_dir()
 paths = [root / r for r in runs]
-test = read_csv(data / "test.csv", target_cols=(), blank="predicted as the training mean")
-weights = load_blend(root / blend_json, paths) if blend_json else None
-print(f"{len(test)} test rows | runs: {runs} | weights: {weights} | device:",
+comp = run_competition(paths[0])
+data = env.competition_dir(data_dir, comp.slug)
+out = Path(out_dir) if out_dir else env.working_dir()
+print(f"{comp.title or comp.slug} | runs: {runs} | blend: {blend_json or 'equal weights'} | device:",
       "cuda" if torch.cuda.is_available() else "cpu")
 
 # %%
 timings = {}
-preds = predict(paths, test["excerpt"].tolist(), weights, timings, batch_size=batch_size)
+submission = submit(paths, data / comp.test_file, out / "submission.csv",
+                    blend_json=root / blend_json if blend_json else None, timings=timings,
+                    batch_size=batch_size)
 display(pd.DataFrame({"seconds": timings}).style.format("{:.1f}"))
-
-# %%
-submission = write_submission(out / "submission.csv", test, preds)
-print("wrote", out / "submission.csv")
+print("wrote", out / "submission.csv", f"({len(submission)} rows: {', '.join(submission.columns)})")
 display(submission.head())
 
 # %%
-train_csv = data / "train.csv"
-train_target = read_csv(train_csv)["target"] if train_csv.exists() else None
-fig = plots.prediction_hist(submission["target"], train_target)
-plots.save_fig(fig, out / "predictions.png")
+train_csv = data / comp.train_file
+train = pd.read_csv(train_csv) if train_csv.exists() else None
+for col in [c for c in comp.target_cols if c in submission][:6]:  # each target: the submission beside the training target
+    fig = plots.prediction_hist(submission[col], train[col] if train is not None else None)
+    fig.axes[0].set_title(f"{col}: submission vs the training target")
+    plots.save_fig(fig, out / f"predictions_{col}.png")

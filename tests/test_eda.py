@@ -31,7 +31,8 @@ FIGURES = [
     "text_stats_vs_target.png",
     "readability_vs_target.png",
     "feature_correlations.png",
-    "easiest_hardest_excerpts.png",
+    "extremes.png",
+    "text_lengths.png",
     "baselines.png",
 ]
 
@@ -148,8 +149,8 @@ def test_baseline_oof_runs_join_a_blend(tmp_path):
         eda.write_oof_run(tmp_path / name, df, folds, fn(df, folds)[1])
     report = blend_report([tmp_path / "tfidf", tmp_path / "readability"])
     assert report["n_rows"] == 60
-    assert report["rmse"]["tfidf"] == pytest.approx(eda.tfidf_ridge_cv(df, folds)[0])
-    assert report["rmse_blend_in_sample"] <= min(report["rmse"].values()) + 1e-9
+    assert report["scores"]["tfidf"] == pytest.approx(eda.tfidf_ridge_cv(df, folds)[0])
+    assert report["score_blend_in_sample"] <= min(report["scores"].values()) + 1e-9
 
 
 def test_plots_return_figures_and_save_fig_writes_png_atomically(tmp_path):
@@ -216,8 +217,11 @@ def test_eda_notebook_runs_end_to_end(tmp_path):
     for name in FIGURES:
         assert (out / name).stat().st_size > 5000, name
     baselines = json.loads((out / "baselines.json").read_text())
-    assert set(baselines) == {"predict_mean_rmse", "readability_ridge_rmse", "tfidf_ridge_rmse"}
+    assert baselines.pop("metric") == "rmse"
+    assert set(baselines) == {"predict the mean", "readability features + ridge", "TF-IDF 1-2 grams + ridge"}
     assert all(math.isfinite(v) and v > 0 for v in baselines.values())
+    train = tiny_frame(60)
+    assert baselines["TF-IDF 1-2 grams + ridge"] == pytest.approx(eda.tfidf_ridge_cv(train, make_folds(train, 5, 42))[0])
     for name in ("tfidf-ridge", "readability-ridge"):  # blendable: the training folds' OOF
         oof = pd.read_csv(out / "baselines" / name / "oof.csv")
         train = tiny_frame(60)
@@ -226,6 +230,30 @@ def test_eda_notebook_runs_end_to_end(tmp_path):
     text = "".join(
         o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
     )
-    assert "60 excerpts" in text and "the number every model must beat" in text
+    assert "60 rows" in text and "the number every model must beat" in text
     images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) >= len(FIGURES)  # each figure is also shown, not only saved
+
+
+@pytest.mark.parametrize("slug,figures,metric", [
+    ("feedback-prize-english-language-learning", ["target_correlations.png"], "mcrmse"),
+    ("nlp-getting-started", [], "f1"),
+])
+def test_eda_notebook_adapts_to_the_task(slug, figures, metric, tmp_path):
+    """Several targets: each one's distribution and their correlations; classes: the balance;
+    no readability formulas nor standard error; baselines in the competition's metric."""
+    papermill = pytest.importorskip("papermill")
+    from test_competition import tiny_data
+
+    _python3_kernel()
+    data, out = tiny_data(slug, tmp_path / "data", 40), tmp_path / "eda"
+    papermill.execute_notebook(
+        str(ROOT / "notebooks" / "01_eda.ipynb"), str(tmp_path / "01_eda.out.ipynb"),
+        parameters=dict(competition=slug, data_dir=str(data), out_dir=str(out), folds=2),
+        cwd=str(ROOT / "notebooks"), kernel_name="python3", language="python", progress_bar=False,
+    )
+    made = sorted(p.name for p in out.glob("*.png"))
+    assert made == sorted(["target_distribution.png", "text_lengths.png", "extremes.png", "baselines.png", *figures])
+    baselines = json.loads((out / "baselines.json").read_text())
+    assert baselines.pop("metric") == metric and len(baselines) == 2
+    assert all(math.isfinite(v) for v in baselines.values())

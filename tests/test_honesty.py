@@ -113,7 +113,7 @@ def test_fold_ks_blend_weights_and_pseudo_labels_ignore_its_labels_in_the_oof(tw
     d = twins
     same, other = (json.loads((d / v / "blend.json").read_text()) for v in ("same", "relabelled"))
     assert np.allclose(same["weights_per_fold"][str(K)], other["weights_per_fold"][str(K)], atol=1e-6)
-    assert same["rmse_blend_cv"] != pytest.approx(other["rmse_blend_cv"])  # the change is seen
+    assert same["score_blend_cv"] != pytest.approx(other["score_blend_cv"])  # the change is seen
     a, b = (make_pseudo(d / v, d / "texts.csv", "--blend", d / v / "blend.json", "--max-std", max_std(d))
             for v in ("same", "relabelled"))
     assert_same_fold_k(a, b, 16)
@@ -150,7 +150,7 @@ def test_blend_weights_of_fold_k_do_not_move_when_its_oof_labels_do(twins, tmp_p
     before = ensemble.blend_report([twins / "same" / "attn", twins / "same" / "mean"])
     after = ensemble.blend_report(runs)
     assert np.allclose(before["weights_per_fold"][k], after["weights_per_fold"][k], atol=1e-6)
-    assert not np.allclose(before["rmse_blend_cv"], after["rmse_blend_cv"])  # the change is seen
+    assert not np.allclose(before["score_blend_cv"], after["score_blend_cv"])  # the change is seen
 
 
 def test_the_bundle_keeps_weights_per_fold_in_step_with_the_runs(twins, tmp_path):
@@ -208,10 +208,11 @@ def test_a_run_of_other_targets_is_refused_in_one_line(twins, tmp_path, capsys):
     oof = pd.read_csv(run / "oof.csv").rename(columns={"target": "cohesion", "pred": "pred_cohesion"})
     oof.to_csv(run / "oof.csv", index=False)
     assert ensemble.main(["--runs", str(run), str(twins / "same" / "mean"), "--out", str(tmp_path / "b.json")]) == 2
-    assert_one_line_error(capsys.readouterr().err, "multi/oof.csv has no column 'target', 'pred'")
+    assert_one_line_error(capsys.readouterr().err, "predicts regression ['target']", "['cohesion']",
+                          "only runs of the same competition and targets blend")
 
 
-def test_classification_runs_are_refused_not_blended_on_their_labels(tmp_path, tiny_bert, capsys):
+def test_classification_runs_blend_probabilities_not_their_labels(tmp_path, tiny_bert, capsys):
     df = tiny_frame(40)
     df["level"] = np.where(df.target < df.target.median(), "hard", "easy")
     df.to_csv(tmp_path / "t.csv", index=False)
@@ -219,9 +220,13 @@ def test_classification_runs_are_refused_not_blended_on_their_labels(tmp_path, t
         run_cv(cfg_for(tmp_path / "t.csv", tmp_path / name, tiny_bert, task="classification",
                        target_cols=("level",), max_steps=1, seed=len(name)))
     argv = ["--runs", str(tmp_path / "a"), str(tmp_path / "b"), "--target", "level", "--out", str(tmp_path / "b.json")]
-    assert ensemble.main(argv) == 2
-    assert_one_line_error(capsys.readouterr().err, "a is a classification run")
-    assert not (tmp_path / "b.json").exists()
+    assert ensemble.main(argv) == 0
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["metric"] == "log_loss" and report["outputs"] == ["easy", "hard"]
+    m = ensemble.load_members([tmp_path / "a", tmp_path / "b"], "level")
+    blended = ensemble.blend(m["P"], report["weights"])
+    assert np.allclose(blended.sum(1), 1) and report["score_blend_in_sample"] == pytest.approx(
+        float(-np.mean(np.log(blended[np.arange(len(blended)), m["y"]]))))
 
 
 @pytest.mark.parametrize("content,message", [

@@ -53,7 +53,7 @@ def test_demo_streams_training_log_and_summary(pipeline):
 
 def test_training_notebook_figures(pipeline):
     d, _, runs, names = pipeline
-    expected = ["learning_curves.png", "oof_scatter.png", "token_weights.png", "top_words.png"]
+    expected = ["learning_curves.png", "oof_scatter_target.png", "token_weights.png", "top_words.png"]
     for f in expected:
         assert (runs / names[0] / "figures" / f).stat().st_size > 5000, f
     # mean pooling has no token weights: only the first two figures
@@ -82,7 +82,7 @@ def test_submission_notebook_writes_valid_submission(pipeline):
     assert list(sub.columns) == ["id", "target"]
     assert sub["id"].tolist() == test["id"].tolist()
     assert sub["target"].notna().all() and sub["target"].between(-10, 10).all()
-    assert (d / "sub" / "predictions.png").stat().st_size > 5000
+    assert (d / "sub" / "predictions_target.png").stat().st_size > 5000
     # The blank row got the blend of the runs' training means (equal within a fold's spread).
     train = pd.read_csv(data / "train.csv")
     assert abs(sub["target"][2] - train["target"].mean()) < 0.1 * train["target"].std()

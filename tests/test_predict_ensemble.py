@@ -96,7 +96,7 @@ def test_blend_report_and_json_format(two_runs):
     d = two_runs
     r = blend_report([d / "attn", d / "mean"])
     assert r["runs"] == ["attn", "mean"] and sum(r["weights"]) == pytest.approx(1.0)
-    assert r["rmse_blend_in_sample"] <= min(r["rmse"].values()) + 1e-9
+    assert r["score_blend_in_sample"] <= min(r["scores"].values()) + 1e-9
     save_blend(d / "b.json", r)
     assert load_blend(d / "b.json", [d / "mean", d / "attn"]).tolist() == r["weights"][::-1]
     assert json.loads((d / "b.json").read_text())["weights"] == r["weights"]
@@ -127,11 +127,11 @@ def test_blend_of_any_number_of_runs_plus_a_baseline_on_the_same_folds(two_runs,
     assert len(r["weights"]) == 4 and sum(r["weights"]) == pytest.approx(1.0)
     assert min(r["weights"]) >= 0 and r["weights"][3] > 0.8
     assert np.shape(r["correlation"]) == (4, 4)
-    assert r["rmse_blend_cv"] < min(v for k, v in r["rmse"].items() if k != "oracle")
+    assert r["score_blend_cv"] < min(v for k, v in r["scores"].items() if k != "oracle")
     # The equal-weight average is the plain mean of the members' OOF columns.
     members = add_oof(oofs, "oracle", oracle)[r["runs"]].to_numpy()
     truth = oofs["target"].to_numpy()
-    assert r["rmse_equal_average"] == pytest.approx(float(np.sqrt(((members.mean(1) - truth) ** 2).mean())))
+    assert r["score_equal_average"] == pytest.approx(float(np.sqrt(((members.mean(1) - truth) ** 2).mean())))
     # The figure shows every member: bars for each, and their 4 x 4 correlation matrix.
     from utils import plots
 

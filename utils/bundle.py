@@ -19,7 +19,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .env import COMPETITION
 from .files import atomic_dir, write_json
 from .wheels import WHEELS_DIR
 
@@ -63,11 +62,11 @@ SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 # (required: the notebook's parameters cell must declare them; optional: injected when declared),
 # whether it reads the models dataset, may use the internet, and runs on a GPU (T4 x2).
 ROLES = {
-    "eda": dict(required=("kit_dataset",), optional=(), models=False, internet=False, gpu=False),
+    "eda": dict(required=("kit_dataset",), optional=("competition",), models=False, internet=False, gpu=False),
     # Training fetches a hub backbone (internet on) and trains data-parallel on both T4s.
     "train": dict(
         required=("kit_dataset", "num_processes"),
-        optional=(),
+        optional=("competition",),
         models=False,
         internet=True,
         gpu=True,
@@ -92,7 +91,7 @@ ROLES = {
     # the GPU. Writes pseudo.csv (+ the backbone) to its output for the students' training.
     "pseudo": dict(
         required=("kit_dataset", "models_dataset", "teachers"),
-        optional=("blend_json",),
+        optional=("blend_json", "competition"),
         models=True,
         internet=True,
         gpu=True,
@@ -385,7 +384,8 @@ def inject_parameters(nb: dict, params: dict) -> dict:
 
 
 def kernel_metadata(
-    owner: str, slug: str, code_file: str, internet: bool, datasets, kernels=(), gpu: bool = True
+    owner: str, slug: str, code_file: str, internet: bool, datasets, kernels=(), gpu: bool = True,
+    competition: str = "commonlitreadabilityprize",
 ) -> dict:
     """kernel-metadata.json content for a private notebook kernel of the competition: on a
     "GPU T4 x2" machine when `gpu`, else on CPU (no machine_shape)."""
@@ -401,7 +401,7 @@ def kernel_metadata(
         "enable_tpu": False,
         "enable_internet": internet,
         "dataset_sources": list(datasets),
-        "competition_sources": [COMPETITION],
+        "competition_sources": [competition],
         "kernel_sources": list(kernels),
         "model_sources": [],
     }
@@ -411,7 +411,8 @@ def kernel_metadata(
 
 
 def build_kernel(
-    dest: Path, notebook: Path, owner: str, slug: str, role: str, values: dict, datasets, kernels=()
+    dest: Path, notebook: Path, owner: str, slug: str, role: str, values: dict, datasets, kernels=(),
+    competition: str = "commonlitreadabilityprize",
 ) -> dict:
     """OUT/kernels/<slug>/: the notebook with its injected parameters + kernel-metadata.json."""
     spec = ROLES[role]
@@ -432,7 +433,7 @@ def build_kernel(
         if k in declared and k in values
     }
     meta = kernel_metadata(
-        owner, slug, Path(notebook).name, spec["internet"], datasets, kernels, spec["gpu"]
+        owner, slug, Path(notebook).name, spec["internet"], datasets, kernels, spec["gpu"], competition
     )
     with atomic_dir(dest) as tmp:
         text = json.dumps(inject_parameters(nb, params), indent=1, ensure_ascii=False) + "\n"
@@ -451,11 +452,29 @@ def build_kernel(
 # ----------------------------------------------------------------------------- the bundle
 
 
+def bundle_competition(runs, competition: str = "", kernel_sources=None):
+    """The bundle's competition: the one given, else the runs' own (local runs), else CommonLit;
+    given and the runs' must agree."""
+    from .competition import CompetitionError, load_competition
+    from .predict import run_competition
+
+    try:
+        given = load_competition(competition) if competition else None
+        if kernel_sources or not runs or not Path(runs[0]).is_dir():
+            return given or load_competition()
+        theirs = run_competition(runs[0])
+    except (CompetitionError, FileNotFoundError, ValueError) as e:
+        raise BundleError(str(e)) from None
+    if given and given.slug != theirs.slug:
+        raise BundleError(f"--competition {given.slug} but {runs[0]} was trained for {theirs.slug}")
+    return given or theirs
+
+
 def build(
     runs,
     owner: str,
     out,
-    name: str = "commonlit-kit",
+    name: str = "",
     blend=None,
     half: bool = True,
     kernel_sources=None,
@@ -463,8 +482,13 @@ def build(
     wheels=ROOT / WHEELS_DIR,
     license_name: str = DEFAULT_LICENSE,
     tol: float = FP16_TOL,
+    competition: str = "",
 ) -> dict:
     """Write the code dataset, the models dataset and one kernel per notebook under `out`.
+
+    The competition (slug in the kernels' sources and the submit command; `name`, default its
+    kit_name, prefixes the datasets and kernels): `competition` (a slug or competition.json),
+    else the one the runs were trained for (read from them), else CommonLit Readability.
 
     A missing notebook is reported in result['errors'] and its kernel skipped; the rest is built.
     With `kernel_sources` (OWNER/KERNEL of a training kernel) the kernels read the runs from that
@@ -472,6 +496,8 @@ def build(
     """
     out = Path(out)
     check_owner(owner)
+    comp = bundle_competition(runs, competition, kernel_sources)
+    name = name or comp.kit_name
     code_slug = check_slug(f"{name}-code", "code dataset")
     models_slug = check_slug(f"{name}-models", "models dataset")
     # From a kernel's output the runs are paths inside it (e.g. runs/roberta-base-attention);
@@ -497,6 +523,7 @@ def build(
 
     result = {
         "owner": owner,
+        "competition": comp.slug,
         "code": None,
         "models": None,
         "kernels": [],
@@ -519,6 +546,7 @@ def build(
         "data_dir": "",
         "out_dir": "",
         "num_processes": T4_GPUS,
+        "competition": comp.as_parameter(),
     }
     for nb, slug, role in kernel_plan:
         if not nb.is_file():
@@ -530,7 +558,7 @@ def build(
         ks = kernels if ROLES[role]["models"] else []
         try:
             result["kernels"].append(
-                build_kernel(out / "kernels" / slug, nb, owner, slug, role, values, datasets, ks)
+                build_kernel(out / "kernels" / slug, nb, owner, slug, role, values, datasets, ks, comp.slug)
             )
         except BundleError as e:
             result["errors"].append(f"{e}: kernel {slug} skipped")

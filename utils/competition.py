@@ -62,6 +62,7 @@ class Competition:
     folds_file: str = ""  # folds="file": an id,fold CSV beside the data
     long_text: str = "head"  # texts past max_len: head | head_tail | windows (averaged)
     standard_error_col: str = ""  # a per-row label noise column, if the data has one
+    short_name: str = ""  # prefix of the kit's Kaggle datasets and kernels; "" = from the slug
 
     def __post_init__(self):
         def bad(field, msg):
@@ -120,6 +121,18 @@ class Competition:
         return self.submission or TASKS[self.task][2]
 
     @property
+    def kit_name(self) -> str:
+        """The kit's datasets and kernels are named after it: NAME-code, NAME-models,
+        NAME-submission, ... (short enough for Kaggle's 50-character slugs)."""
+        short = self.short_name
+        if not short:
+            for word in self.slug.split("-"):
+                if short and len(short) + len(word) + 1 > 24:
+                    break
+                short = f"{short}-{word}" if short else word[:24]
+        return f"{short}-kit"
+
+    @property
     def text_pair(self) -> bool:
         """Two text columns and no template: the tokenizer gets them as a text pair."""
         return len(self.text_cols) == 2 and not self.text_template
@@ -168,6 +181,10 @@ class Competition:
         except CompetitionError as e:
             raise CompetitionError(f"{source}: {e}") from None
 
+    def as_parameter(self) -> str:
+        """How a notebook or kernel is told this competition: a built-in's slug, else its JSON."""
+        return self.slug if BUILTIN.get(self.slug) == self else json.dumps(self.to_dict())
+
     def save(self, path) -> None:
         from .files import write_json
 
@@ -180,7 +197,7 @@ BUILTIN = {
         Competition(
             slug="commonlitreadabilityprize", title="CommonLit Readability Prize",
             text_cols=("excerpt",), target_cols=("target",), task="regression",
-            standard_error_col="standard_error",
+            standard_error_col="standard_error", short_name="commonlit",
         ),
         Competition(
             slug="feedback-prize-english-language-learning",
@@ -215,12 +232,20 @@ DEFAULT = "commonlitreadabilityprize"
 
 
 def load_competition(name_or_file: str | Competition = "") -> Competition:
-    """A built-in description by slug, or one from a JSON file; "" is CommonLit Readability."""
+    """A built-in description by slug, one from a JSON file, or the JSON text itself (what a
+    Kaggle kernel gets as a parameter); "" is CommonLit Readability."""
     if isinstance(name_or_file, Competition):
         return name_or_file
     name = str(name_or_file or DEFAULT)
     if name in BUILTIN:
         return BUILTIN[name]
+    if name.lstrip().startswith("{"):
+        try:
+            return Competition.from_dict(json.loads(name), "--competition's JSON")
+        except ValueError as e:
+            if isinstance(e, CompetitionError):
+                raise
+            raise CompetitionError(f"--competition's JSON cannot be read ({e})") from None
     path = Path(name)
     if not path.is_file():
         raise CompetitionError(f"unknown competition {name!r}: not a built-in one "
@@ -235,20 +260,25 @@ def load_competition(name_or_file: str | Competition = "") -> Competition:
 # ----------------------------------------------------------------------------- data
 
 
-def read_table(comp: Competition, data_dir, split: str = "train") -> pd.DataFrame:
-    """The train or test file with its joined tables, checked: the id, text (and, for train, target)
-    columns exist, each joined key matches one row. One line naming the file and column otherwise."""
-    from .data import DataError
-
-    data_dir = Path(data_dir)
+def read_table(comp: Competition, data_dir, split: str = "train", blank: str = "") -> pd.DataFrame:
+    """The train or test file of the folder `data_dir`, as read_split reads it."""
     name = comp.train_file if split == "train" else comp.test_file
+    return read_split(comp, Path(data_dir) / name, split, blank)
+
+
+def read_split(comp: Competition, path, split: str = "train", blank: str = "", extra_cols=()) -> pd.DataFrame:
+    """A train (targets checked) or test file with the tables its description joins onto it (found
+    beside it), checked as utils.data.read_csv checks a file: columns, ids, texts (`blank` as
+    there), targets (numbers in target_range; labels present). One line naming the file, the
+    column and the rows otherwise."""
+    from .data import DataError, check_frame, load_csv
+
+    path = Path(path)
     joins = comp.train_joins if split == "train" else comp.test_joins
-    path = data_dir / name
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    df = pd.read_csv(path, encoding="utf-8-sig", dtype={comp.id_col: str})
+    df = load_csv(path, comp.id_col)
+    name = path.name
     for file, key in joins:
-        jpath = data_dir / file
+        jpath = path.parent / file
         if not jpath.is_file():
             raise DataError(f"{jpath}: file not found (joined onto {name} by {key!r})")
         table = pd.read_csv(jpath, encoding="utf-8-sig", dtype={key: str})
@@ -265,13 +295,12 @@ def read_table(comp: Competition, data_dir, split: str = "train") -> pd.DataFram
             raise DataError(f"{name}: {int(unmatched.sum())} rows have a {key!r} missing from {file}, "
                             f"e.g. {df[key][unmatched].iloc[0]!r}")
         df = df.merge(table, on=key, how="left", suffixes=("", f"_{Path(file).stem}"))
-    needed = [comp.id_col, *comp.text_cols] + (list(comp.target_cols) if split == "train" else [])
-    missing = [c for c in needed if c not in df.columns]
-    if missing:
-        joined = f" (with {', '.join(f for f, _ in joins)} joined)" if joins else ""
-        raise DataError(f"{name}{joined} is missing column {', '.join(map(repr, missing))}; "
-                        f"found: {', '.join(map(str, df.columns))}")
-    return df
+    if joins:
+        name = f"{name} (with {', '.join(f for f, _ in joins)} joined)"
+    targets = comp.target_cols if split == "train" else ()
+    extra = ((comp.group_col,) if split == "train" and comp.group_col else ()) + tuple(extra_cols)
+    return check_frame(df, name, comp.text_cols, targets, comp.id_col, extra, comp.model_task, blank,
+                       comp.target_range if comp.model_task == "regression" else ())
 
 
 # ----------------------------------------------------------------------------- inference

@@ -14,6 +14,9 @@ from pathlib import Path
 from .pooling import POOLING_MODES
 
 FITS = ("head", "head_tail")  # how a text longer than max_len is cut to it (utils.batching)
+# The settings a competition's description gives (utils.competition); the flags describe the data
+# only when no --competition is given.
+DESCRIBED = ("text_col", "target_cols", "id_col", "task", "standard_error_col")
 
 LOSSES = ("mse", "rmse", "se")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
@@ -25,10 +28,13 @@ class TrainConfig:
     # --- data ---
     train_csv: str = ""  # competition train.csv (required)
     out: str = ""  # run folder: fold{k}/, folds.csv, oof.csv, metrics.json (required)
-    text_col: str = "excerpt"  # the column holding the text
-    target_cols: tuple = ("target",)  # several = multi-target regression (MCRMSE)
-    id_col: str = "id"  # the column of unique row ids
-    task: str = "regression"  # "regression" or "classification"
+    # A built-in slug or a competition.json: columns, input text, targets, task, metric, folds, fit
+    # (python -m utils.competition show). Empty: the four flags below describe the data.
+    competition: str = ""  # built-in slug or competition.json (empty: the column flags below)
+    text_col: str = "excerpt"  # the column holding the text (without --competition)
+    target_cols: tuple = ("target",)  # several = multi-target regression (without --competition)
+    id_col: str = "id"  # the column of unique row ids (without --competition)
+    task: str = "regression"  # "regression" or "classification" (without --competition)
     num_labels: int = 0  # classification: number of classes (0 = infer from the data)
     max_rows: int = 0  # >0: train on a random subsample of this many rows (demo, smoke runs)
     drop_reference: bool = False  # leave out the reference row (target 0, se 0) everywhere
@@ -42,7 +48,7 @@ class TrainConfig:
     reinit_layers: int = 0  # re-initialise the top k encoder layers
     gradient_checkpointing: bool = False  # trade compute for memory (large models on a T4)
     max_len: int = 256  # tokens per text, special tokens included (at most the backbone's)
-    fit: str = "head"  # a longer text: head = its first tokens; head_tail = first quarter + end
+    fit: str = ""  # a longer text: head = first tokens; head_tail = first quarter + end (empty: the competition's)
     # --- folds ---
     folds: int = 5  # K of K-fold cross-validation
     fold_seed: int = 42  # folds depend only on the data and this, never on `seed`
@@ -90,8 +96,9 @@ class TrainConfig:
             ("precision", PRECISIONS),
             ("task", TASKS),
             ("attention_scorer", ("mlp", "linear")),
-            ("fit", FITS),
         ]
+        if self.fit and self.fit not in FITS:
+            raise ValueError(f"unknown fit {self.fit!r}; valid: {', '.join(FITS)} (empty: the competition's)")
         for name, valid in checks:
             if getattr(self, name) not in valid:
                 raise ValueError(
@@ -116,6 +123,49 @@ class TrainConfig:
 
 
 RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers")
+
+
+def described(comp) -> dict:
+    """The TrainConfig fields a competition's description sets."""
+    return dict(text_col=comp.text_cols[-1], target_cols=tuple(comp.target_cols), id_col=comp.id_col,
+                task=comp.model_task, standard_error_col=comp.standard_error_col or "standard_error")
+
+
+def competition_of(cfg: TrainConfig):
+    """The run's competition: --competition's description, or one made of the column flags
+    (CommonLit Readability when they are its columns; else slug "custom", classification scored
+    by log-loss as before descriptions existed)."""
+    from .competition import BUILTIN, DEFAULT, Competition, load_competition
+
+    if cfg.competition:
+        comp = load_competition(cfg.competition)
+        defaults, mine = {f.name: f.default for f in dataclasses.fields(TrainConfig)}, described(comp)
+        given = [k for k in DESCRIBED if getattr(cfg, k) not in (defaults[k], mine[k])]
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} comes from the competition ({comp.slug}) "
+                             f"with --competition: leave it out, or change it in a competition.json "
+                             f"(python -m utils.competition show {comp.slug} > competition.json)")
+        return comp
+    commonlit = BUILTIN[DEFAULT]
+    if cfg.task == "regression" and described(commonlit) == {k: getattr(cfg, k) for k in DESCRIBED}:
+        return commonlit
+    if cfg.task == "classification":
+        task, metric = "multiclass", "log_loss"
+    else:
+        task, metric = ("regression" if len(cfg.target_cols) == 1 else "multi_regression"), ""
+    return Competition(slug="custom", title="custom columns", id_col=cfg.id_col, text_cols=(cfg.text_col,),
+                       target_cols=tuple(cfg.target_cols), task=task, metric=metric,
+                       standard_error_col=cfg.standard_error_col)
+
+
+def resolve(cfg: TrainConfig) -> tuple[TrainConfig, object]:
+    """(the config with what the competition decides filled in, the competition): its columns and
+    task, and --fit "" as its long_text. Resolving twice gives the same."""
+    comp = competition_of(cfg)
+    kw = described(comp)
+    if not cfg.fit:
+        kw["fit"] = comp.long_text if comp.long_text in FITS else "head"
+    return dataclasses.replace(cfg, **kw), comp
 
 
 # A model folder's files that shape what it computes: config, weights, tokenizer.
@@ -155,7 +205,8 @@ def content_sha256(path) -> str | None:
 
 # What a run was given by content, not by path (identity's keys -> what a user calls them).
 CONTENT_KEYS = {"train_csv_sha256": "--train-csv's content", "folds_csv_sha256": "--folds-csv's content",
-                "model_sha256": "the --model folder's files", "pseudo_sha256": "--pseudo-csv's content"}
+                "model_sha256": "the --model folder's files", "pseudo_sha256": "--pseudo-csv's content",
+                "competition_sha256": "--competition's file"}
 
 
 def identity(cfg: TrainConfig) -> dict:
@@ -168,6 +219,8 @@ def identity(cfg: TrainConfig) -> dict:
     d["train_csv_sha256"] = content_sha256(cfg.train_csv)
     d["folds_csv_sha256"] = content_sha256(cfg.folds_csv)
     d["model_sha256"] = content_sha256(cfg.model)  # None for a hub name: the name is the identity
+    if cfg.competition and Path(cfg.competition).is_file():  # a competition.json, by content
+        d["competition_sha256"] = content_sha256(cfg.competition)
     if cfg.pseudo_csv and Path(cfg.pseudo_csv).is_file():
         # The file's content, not just its name: a resume cannot mix two sets of pseudo-labels.
         d["pseudo_sha256"] = content_sha256(cfg.pseudo_csv)
@@ -209,6 +262,15 @@ def field_comments(cls) -> dict:
     return out
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's help with its default, except an empty one (the comment says what empty means)."""
+
+    def _get_help_string(self, action):
+        if action.default in ("", (), None) or action.help is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def add_fields(p: argparse.ArgumentParser, cls, required=(), lists=None, special=None) -> None:
     """One flag per field of the dataclass `cls`, --kebab-case, its comment as help and its
     default shown: booleans as --x/--no-x, `lists` ({name: item type}) with nargs="+", `special`
@@ -242,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m utils.train",
         description="Train K folds of an encoder + pooling + head; resumes finished folds.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     schedule = dict(type=_schedule, default=(),
                     help="validate more often as the score falls, RMSE:STEPS pairs, e.g. "

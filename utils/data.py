@@ -48,56 +48,88 @@ def read_csv(
     so one bad row of a hidden test set cannot fail a whole submission. Empty: they are an error.
     """
     path = Path(path)
+    df = load_csv(path, id_col)
+    return check_frame(df, path.name, (text_col,), target_cols, id_col, extra_cols, task, blank)
+
+
+def load_csv(path, id_col: str | None = "id") -> pd.DataFrame:
+    """A CSV read as the kit reads one (ids as strings, a BOM skipped); one line on failure."""
+    path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     try:
-        df = pd.read_csv(path, encoding="utf-8-sig", dtype={id_col: str})
+        return pd.read_csv(path, encoding="utf-8-sig", dtype={id_col: str} if id_col else None)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
         raise DataError(f"{path}: cannot be read as a UTF-8 CSV ({e})") from None
-    required = [c for c in (id_col, text_col, *target_cols, *extra_cols) if c]
+
+
+def check_frame(
+    df: pd.DataFrame,
+    name: str,
+    text_cols: tuple = ("excerpt",),
+    target_cols: tuple = ("target",),
+    id_col: str | None = "id",
+    extra_cols: tuple = (),
+    task: str = "regression",
+    blank: str = "",
+    target_range: tuple = (),
+) -> pd.DataFrame:
+    """read_csv's checks on a frame read from the file `name` (messages name it). Several text
+    columns: a row is blank when all of them are; missing values become "". `target_range`
+    (low, high): regression targets outside it are bad input."""
+    required = [c for c in (id_col, *text_cols, *target_cols, *extra_cols) if c]
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise DataError(
-            f"{path.name} is missing column {', '.join(repr(c) for c in missing)}; "
+            f"{name} is missing column {', '.join(repr(c) for c in missing)}; "
             f"found: {', '.join(map(str, df.columns))}"
         )
     if len(df) == 0:
-        raise DataError(f"{path.name} has no data rows")
+        raise DataError(f"{name} has no data rows")
     ids = df[id_col] if id_col else pd.Series([], dtype=str)  # id_col None: a corpus without ids
     bad = ids.isna().to_numpy() | (ids.astype(str).str.strip() == "").to_numpy()
     if bad.any():
-        raise DataError(f"{path.name}: column {id_col!r} is empty at {_rows(df, bad, None)}")
+        raise DataError(f"{name}: column {id_col!r} is empty at {_rows(df, bad, None)}")
     dup = ids.duplicated(keep=False).to_numpy()
     if dup.any():
-        raise DataError(f"{path.name}: column {id_col!r} has duplicate ids at {_rows(df, dup, id_col)}")
-    text = df[text_col]
-    bad = text.isna().to_numpy() | (text.astype(str).str.strip() == "").to_numpy()
+        raise DataError(f"{name}: column {id_col!r} has duplicate ids at {_rows(df, dup, id_col)}")
+    empty = {c: df[c].isna().to_numpy() | (df[c].astype(str).str.strip() == "").to_numpy() for c in text_cols}
+    bad = np.logical_and.reduce(list(empty.values()))
+    what = (f"column {text_cols[0]!r} is empty" if len(text_cols) == 1
+            else f"columns {', '.join(map(repr, text_cols))} are all empty")
     if bad.any() and not blank:
-        raise DataError(f"{path.name}: column {text_col!r} is empty at {_rows(df, bad, id_col)}")
+        raise DataError(f"{name}: {what} at {_rows(df, bad, id_col)}")
     if bad.any():
-        print(f"warning: {path.name}: column {text_col!r} is empty at {_rows(df, bad, id_col)}; "
-              f"{blank}", file=sys.stderr, flush=True)
-    df[text_col] = text.where(~bad, "").astype(str)
+        print(f"warning: {name}: {what} at {_rows(df, bad, id_col)}; {blank}", file=sys.stderr, flush=True)
+    for c in text_cols:
+        df[c] = df[c].where(~empty[c], "").astype(str)
     for col in target_cols:
         if task == "classification":
             bad = df[col].isna().to_numpy()
             if bad.any():
-                raise DataError(f"{path.name}: column {col!r} has no label at {_rows(df, bad, id_col)}")
+                raise DataError(f"{name}: column {col!r} has no label at {_rows(df, bad, id_col)}")
             continue
         values = pd.to_numeric(df[col], errors="coerce")
         bad = ~np.isfinite(values.to_numpy(dtype=float))
         if bad.any():
-            raise DataError(
-                f"{path.name}: column {col!r} is not a finite number at {_rows(df, bad, id_col)}"
-            )
+            raise DataError(f"{name}: column {col!r} is not a finite number at {_rows(df, bad, id_col)}")
+        if target_range:
+            lo, hi = target_range
+            bad = ((values < lo) | (values > hi)).to_numpy()
+            if bad.any():
+                raise DataError(f"{name}: column {col!r} is outside the declared target_range "
+                                f"[{lo:g}, {hi:g}] at {_rows(df, bad, id_col)}")
         df[col] = values.astype(float)
     return df.reset_index(drop=True)
 
 
 def make_folds(
-    df: pd.DataFrame, n_folds: int = 5, seed: int = 42, target_cols=("target",), task="regression"
+    df: pd.DataFrame, n_folds: int = 5, seed: int = 42, target_cols=("target",), task="regression",
+    group_col: str = "",
 ) -> np.ndarray:
-    """0-based fold per row, stratified on the binned target (on the label for classification).
+    """0-based fold per row, stratified on the binned target (on the label for classification);
+    with `group_col`, rows sharing its value stay in one fold (a test set of unseen prompts:
+    only grouped folds score the model on prompts it never saw), still stratified where it can.
 
     Depends only on the data and `seed`, so runs with different training seeds share folds.
     """
@@ -114,7 +146,17 @@ def make_folds(
         strata = pd.qcut(y, q=n_bins, labels=False, duplicates="drop")
     folds = np.full(len(df), -1, dtype=int)
     counts = pd.Series(strata).value_counts()
-    if counts.min() >= n_folds:
+    if group_col:
+        from sklearn.model_selection import StratifiedGroupKFold
+
+        groups = df[group_col].astype(str).to_numpy()
+        n_groups = len(set(groups))
+        if n_groups < n_folds:
+            raise DataError(f"column {group_col!r} has {n_groups} groups: grouped folds need at least "
+                            f"--folds {n_folds} of them (use --folds {max(2, n_groups)} or fewer)")
+        splitter = StratifiedGroupKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+        splits = splitter.split(np.zeros(len(df)), np.asarray(strata).astype(str), groups)
+    elif counts.min() >= n_folds:
         splitter = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
         splits = splitter.split(np.zeros(len(df)), strata)
     else:  # a class too rare to stratify: plain shuffled folds

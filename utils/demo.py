@@ -112,11 +112,11 @@ def main(argv=None) -> int:
         print(f"{name:{width}s} CV RMSE {m['cv_rmse']:.4f}  (folds: {folds}; last checkpoints "
               f"instead of the best on each validation fold: {last:.4f})")
     blend = json.loads((runs / "blend.json").read_text())
-    print(f"{'blend':{width}s} CV RMSE {blend['rmse_blend_cv']:.4f}  (weights fitted inside CV; "
+    print(f"{'blend':{width}s} CV RMSE {blend['score_blend_cv']:.4f}  (weights fitted inside CV; "
           f"weights {', '.join(f'{w:.2f}' for w in blend['weights'])})")
     tfidf = json.loads((runs / "blend_with_tfidf.json").read_text())
-    print(f"{'+ tfidf':{width}s} CV RMSE {tfidf['rmse_blend_cv']:.4f}  (the runs and TF-IDF + ridge on "
-          f"the same folds; TF-IDF alone {tfidf['rmse']['tfidf-ridge']:.4f}; weights "
+    print(f"{'+ tfidf':{width}s} CV RMSE {tfidf['score_blend_cv']:.4f}  (the runs and TF-IDF + ridge on "
+          f"the same folds; TF-IDF alone {tfidf['scores']['tfidf-ridge']:.4f}; weights "
           f"{', '.join(f'{w:.2f}' for w in tfidf['weights'])})")
     print(f"submission: {out / 'submission.csv'}")
     print(f"executed notebooks: {out}/*.ipynb | figures: {out}/eda, {runs}/*/figures, {out}")

@@ -240,3 +240,62 @@ def write_oof_run(folder, df, folds, oof, id_col: str = "id", target_col: str = 
     )
     write_csv(Path(folder) / "oof.csv", oof)
     write_csv(Path(folder) / "folds.csv", pd.DataFrame({"id": ids, "fold": folds}))
+
+
+# ----------------------------------------------------------------------------- any competition
+
+
+def plain_texts(texts) -> list:
+    """Input texts as single strings (a text pair joined by a blank line), for counts and TF-IDF."""
+    return [t if isinstance(t, str) else "\n\n".join(map(str, t)) for t in texts]
+
+
+def token_lengths(texts, tokenizer=None) -> tuple[np.ndarray, str]:
+    """(length of each input text, the unit): tokens of `tokenizer` (a loaded tokenizer, special
+    tokens included, as the model counts them), else regex words when no tokenizer is at hand."""
+    texts = list(texts)
+    if tokenizer is None:
+        return np.array([len(words(t)) for t in plain_texts(texts)]), "words"
+    pairs = bool(texts) and not isinstance(texts[0], str)
+    first = [t[0] if pairs else t for t in texts]
+    second = [t[1] for t in texts] if pairs else None
+    enc = tokenizer(first, second, truncation=False, verbose=False)
+    return np.array([len(ids) for ids in enc["input_ids"]]), "tokens"
+
+
+def baseline_cv(comp, df: pd.DataFrame, folds, alpha: float = 1.0) -> dict:
+    """The classic baselines of a competition, on the training folds, in its metric (a rule
+    metric: each fold's rule fitted on the other folds): predict the mean (or the most frequent
+    class), and TF-IDF 1-2 grams + ridge per target (or + logistic regression). {name: (score,
+    OOF predictions (N, outputs))}."""
+    from sklearn.dummy import DummyClassifier
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    from .metrics import get_metric
+
+    metric = get_metric(comp.metric_name)
+    folds = np.asarray(folds)
+    texts = np.asarray(plain_texts(comp.input_texts(df)), dtype=object)
+    out = {}
+    if comp.model_task == "classification":
+        labels = sorted(df[comp.target_cols[0]].unique().tolist(), key=str)
+        y = df[comp.target_cols[0]].map({v: i for i, v in enumerate(labels)}).to_numpy()
+        for name, make in (("predict the most frequent class", lambda: DummyClassifier(strategy="prior")),
+                           ("TF-IDF 1-2 grams + logistic regression", lambda: make_pipeline(
+                               TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+                               LogisticRegression(C=4.0, max_iter=2000)))):
+            oof = np.zeros((len(y), len(labels)))
+            for k in np.unique(folds):
+                held = folds == k
+                model = make().fit(texts[~held], y[~held])
+                oof[np.ix_(held, model.classes_)] = model.predict_proba(texts[held])
+            out[name] = (metric.honest_score(y, oof, folds)[0], oof)
+        return out
+    y = df[list(comp.target_cols)].to_numpy(dtype=float)
+    means = np.stack([mean_oof(y[:, j], folds) for j in range(y.shape[1])], axis=1)
+    tfidf = np.stack([tfidf_ridge_oof(texts.astype(str), y[:, j], folds, alpha) for j in range(y.shape[1])], axis=1)
+    for name, oof in (("predict the mean", means), ("TF-IDF 1-2 grams + ridge", tfidf)):
+        out[name] = (metric.honest_score(y, oof, folds)[0], oof)
+    return out

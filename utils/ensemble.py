@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -18,30 +19,59 @@ from .files import run_names, write_json
 from .metrics import rmse
 
 
-def load_oofs(runs, target="target") -> pd.DataFrame:
-    """One frame: id, target, fold and one prediction column per run (named after its folder).
+def _oof_layout(run: Path, oof: pd.DataFrame, target: str) -> dict:
+    """What a run's oof.csv holds: its metric, truth columns and prediction columns (one per
+    output: a target's value, or a class's probability), from metrics.json when it says so."""
+    mpath = run / "metrics.json"
+    metrics = json.loads(mpath.read_text()) if mpath.is_file() else {}
+    comp = metrics.get("competition") or {}
+    probs = [c for c in oof.columns if str(c).startswith("prob_")]
+    if probs:
+        truth = list(comp.get("target_cols") or [target])
+        if truth[0] not in oof.columns:
+            truth = [c for c in oof.columns if c not in ("id", "pred", "fold", *probs)][:1]
+        return {"kind": "classification", "truth": truth, "preds": probs, "outputs": [c[5:] for c in probs],
+                "metric": metrics.get("metric", "log_loss")}
+    multi = [c for c in oof.columns if str(c).startswith("pred_")]
+    if multi:
+        targets = [c[5:] for c in multi]
+        return {"kind": "regression", "truth": targets, "preds": multi, "outputs": targets,
+                "metric": metrics.get("metric", "mcrmse")}
+    target = (comp.get("target_cols") or [target])[0]
+    return {"kind": "regression", "truth": [target], "preds": ["pred"], "outputs": [target],
+            "metric": metrics.get("metric", "rmse")}
 
-    The runs must share folds (same folds.csv), or the blend's CV estimate would leak. Runs with
-    other finished folds are blended on the folds they all have, at least two (said on stderr);
-    fewer would leave no rows to fit fold k's weights without fold k.
+
+def load_members(runs, target: str = "target") -> dict:
+    """The runs' out-of-fold predictions on the rows and folds they share: ids, folds, truth y
+    ((N, T) values or (N,) class indices), P (N, members, outputs), the members' names, the
+    metric and the kind of outputs.
+
+    The runs must share folds (same folds.csv), or the blend's CV estimate would leak, and
+    predict the same outputs. Runs with other finished folds are blended on the folds they all
+    have, at least two (said on stderr); fewer would leave no rows to fit fold k's weights
+    without fold k.
     """
     names = run_names(runs)
-    merged, folds0, done = None, None, {}
+    merged, folds0, done, layout0 = None, None, {}, None
     for run, name in zip(runs, names):
         run = Path(run)
         for f in ("oof.csv", "folds.csv"):
             if not (run / f).is_file():
                 raise DataError(f"{run} has no {f}: not a run folder with a finished fold")
         oof = pd.read_csv(run / "oof.csv", dtype={"id": str})
-        missing = [c for c in ("id", target, "fold", "pred") if c not in oof.columns]
-        if any(str(c).startswith("prob_") for c in oof.columns):
-            # Its `pred` holds class labels: a weighted mean of labels is no prediction.
-            raise DataError(f"{run} is a classification run (oof.csv has class probabilities): "
-                            "blending takes runs with one regression target")
+        layout = _oof_layout(run, oof, target)
+        missing = [c for c in ("id", "fold", *layout["truth"], *layout["preds"]) if c not in oof.columns]
         if missing:
             raise DataError(f"{run}/oof.csv has no column {', '.join(map(repr, missing))} "
-                            f"(found: {', '.join(oof.columns)}): blending takes runs with one "
-                            f"regression target named {target!r} (--target)")
+                            f"(found: {', '.join(oof.columns)}): blending takes runs of the kit "
+                            f"(for a run of one target named otherwise, pass --target)")
+        if layout0 is None:
+            layout0, first = layout, run
+        elif (layout["kind"], layout["outputs"], layout["metric"]) != (layout0["kind"], layout0["outputs"], layout0["metric"]):
+            raise DataError(f"{run} predicts {layout['kind']} {layout['outputs']} ({layout['metric']}) but "
+                            f"{first} predicts {layout0['kind']} {layout0['outputs']} ({layout0['metric']}): "
+                            "only runs of the same competition and targets blend")
         folds = pd.read_csv(run / "folds.csv", dtype={"id": str}).set_index("id")["fold"]
         if folds0 is None:
             folds0 = folds
@@ -49,8 +79,10 @@ def load_oofs(runs, target="target") -> pd.DataFrame:
             raise DataError(f"{run}/folds.csv differs from {Path(runs[0])}/folds.csv: "
                             "train both runs with the same --fold-seed or --folds-csv")
         done[run] = sorted(int(k) for k in oof["fold"].unique())
-        part = oof[["id", target, "fold", "pred"]].rename(columns={"pred": name})
-        merged = part if merged is None else merged.merge(part[["id", name]], on="id", how="inner")
+        part = oof[["id", "fold", *layout["truth"], *layout["preds"]]].rename(
+            columns={c: f"{name}\0{c}" for c in layout["preds"]})
+        merged = part if merged is None else merged.merge(part.drop(columns=["fold", *layout["truth"]]),
+                                                          on="id", how="inner")
     shared = sorted(set.intersection(*(set(d) for d in done.values())))
     each = "; ".join(f"{r} has {', '.join(map(str, d))}" for r, d in done.items())
     if len(shared) < 2:  # fold k's weights are fitted on the other shared folds' rows
@@ -61,7 +93,29 @@ def load_oofs(runs, target="target") -> pd.DataFrame:
               f"({each})", file=sys.stderr, flush=True)
     if len(merged) == 0:
         raise DataError("the runs have no out-of-fold rows in common")
-    return merged.reset_index(drop=True)
+    merged = merged.reset_index(drop=True)
+    P = np.stack([merged[[f"{n}\0{c}" for c in layout0["preds"]]].to_numpy(dtype=float) for n in names], axis=1)
+    if layout0["kind"] == "classification":
+        labels = layout0["outputs"]
+        y = merged[layout0["truth"][0]].astype(str).map({lab: i for i, lab in enumerate(labels)}).to_numpy()
+    else:
+        y = merged[layout0["truth"]].to_numpy(dtype=float)
+    return {"ids": merged["id"].to_numpy(), "folds": merged["fold"].to_numpy(), "y": y, "P": P,
+            "names": names, "metric": layout0["metric"], "kind": layout0["kind"],
+            "outputs": layout0["outputs"], "truth": layout0["truth"]}
+
+
+def load_oofs(runs, target="target") -> pd.DataFrame:
+    """One frame of runs with one output each: id, the target, fold and one prediction column
+    per run (named after its folder); the checks of load_members."""
+    m = load_members(runs, target)
+    if m["P"].shape[2] != 1:
+        raise DataError(f"the runs predict {m['kind']} outputs {m['outputs']}: load_members gives "
+                        "their (rows, runs, outputs) predictions")
+    df = pd.DataFrame({"id": m["ids"], m["truth"][0]: m["y"][:, 0], "fold": m["folds"]})
+    for i, name in enumerate(m["names"]):
+        df[name] = m["P"][:, i, 0]
+    return df
 
 
 def fit_weights(preds: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -78,19 +132,70 @@ def fit_weights(preds: np.ndarray, y: np.ndarray) -> np.ndarray:
     return w / w.sum()
 
 
-def cv_blend(preds: np.ndarray, y: np.ndarray, folds: np.ndarray):
-    """Honest blend estimate: weights fitted on the other folds, applied to each held-out fold.
+def fit_prob_weights(P: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Weights w >= 0, sum(w) = 1 minimising the log-loss of the blended class probabilities
+    P (N, M, K) @ w; y (N,) class indices."""
+    m = P.shape[1]
 
-    Returns (blended OOF predictions (N,), {fold: weights}).
-    """
-    out = np.zeros(len(y))
-    per_fold = {}
+    def logloss(w):
+        p = np.clip(np.einsum("nmk,m->nk", P, w), 1e-15, 1.0)
+        return float(-np.mean(np.log(p[np.arange(len(y)), y.astype(int)])))
+
+    res = minimize(logloss, x0=np.full(m, 1.0 / m), method="SLSQP", bounds=[(0.0, 1.0)] * m,
+                   constraints=({"type": "eq", "fun": lambda w: w.sum() - 1.0},))
+    w = np.clip(res.x, 0.0, None)
+    return w / w.sum()
+
+
+def fit_blend(P: np.ndarray, y: np.ndarray, kind: str) -> np.ndarray:
+    """Blend weights (M,) of probabilities (classification, on log-loss: smooth, unlike F1), or
+    (M, T) one column per target (regression, each on its own RMSE)."""
+    if kind == "classification":
+        return fit_prob_weights(P, y)
+    return np.stack([fit_weights(P[:, :, t], y[:, t]) for t in range(P.shape[2])], axis=1)
+
+
+def blend(P: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """(N, outputs) blended predictions: W (M,) for every output, or (M, T) per output."""
+    W = np.asarray(W, float)
+    return np.einsum("nmo,mo->no", P, W if W.ndim == 2 else np.repeat(W[:, None], P.shape[2], 1))
+
+
+def _weights_json(W: np.ndarray) -> list:
+    """Per run: one weight, or one per target (as blend.json stores them)."""
+    W = np.asarray(W, float)
+    return W.tolist() if W.ndim == 1 or W.shape[1] > 1 else W[:, 0].tolist()
+
+
+def honest_blend(P: np.ndarray, y: np.ndarray, folds: np.ndarray, kind: str, metric):
+    """For each fold k: weights, and the metric's decision rule (on the blend of the other
+    folds' rows), fitted without fold k's rows, then applied to fold k. P (N, M, outputs).
+    Returns (blended OOF (N, outputs), the CV score, {fold: weights}, {fold: rule} or None)."""
+    from .metrics import apply_rule
+
+    out, labels = np.zeros((len(y), P.shape[2])), np.zeros(len(y), dtype=int)
+    per_fold, rules = {}, {}
     for k in np.unique(folds):
         held = folds == k
-        w = fit_weights(preds[~held], y[~held])
-        out[held] = preds[held] @ w
-        per_fold[int(k)] = w.tolist()
-    return out, per_fold
+        W = fit_blend(P[~held], y[~held], kind)
+        everyone = blend(P, W)
+        out[held] = everyone[held]
+        per_fold[int(k)] = _weights_json(W)
+        if metric.rule:
+            rules[int(k)] = metric.fit_rule(y[~held], everyone[~held])
+            labels[held] = apply_rule(rules[int(k)], everyone[held])
+    score = metric.fn(y, labels) if metric.rule else metric.score(y, out)
+    return out, score, per_fold, (rules or None)
+
+
+def cv_blend(preds: np.ndarray, y: np.ndarray, folds: np.ndarray):
+    """Honest blend estimate of one regression target: weights fitted on the other folds,
+    applied to each held-out fold. preds (N, M). Returns (blended OOF (N,), {fold: weights})."""
+    from .metrics import get_metric
+
+    out, _, per_fold, _ = honest_blend(preds[:, :, None], y.reshape(-1, 1), folds, "regression",
+                                       get_metric("rmse"))
+    return out[:, 0], per_fold
 
 
 def add_oof(oofs: pd.DataFrame, name: str, pred: pd.Series) -> pd.DataFrame:
@@ -106,40 +211,63 @@ def add_oof(oofs: pd.DataFrame, name: str, pred: pd.Series) -> pd.DataFrame:
 
 
 def blend_report(runs, target="target", extra: dict | None = None) -> dict:
-    """RMSE of each member, of their equal-weight average, of the fitted blend (in-sample and CV),
-    the weights and the correlation of the members' OOF predictions.
+    """The competition's metric (as the runs' metrics.json name it) of each member, of their
+    equal-weight average, of the fitted blend (in-sample and CV), the weights, the decision
+    rule for the test set and the correlation of the members' OOF predictions.
 
-    Members: the runs (any number: seeds, poolings, backbones; they must share folds), then the
-    `extra` out-of-fold predictions ({name: Series indexed by id}, made on the same folds).
+    Members: the runs (any number: seeds, poolings, backbones; they must share folds and
+    outputs), then the `extra` out-of-fold predictions of one output ({name: Series indexed by
+    id}, made on the same folds). Weights: one per run for probabilities (fitted on log-loss),
+    one per run and target for values (each target on its RMSE). A metric with a decision rule
+    scores every line with each fold's rule fitted on the other folds.
     """
-    df = load_oofs(runs, target)
-    for name, pred in (extra or {}).items():
-        df = add_oof(df, name, pred)
-    names = run_names(runs) + list(extra or {})
-    P, y, folds = df[names].to_numpy(), df[target].to_numpy(), df["fold"].to_numpy()
-    w = fit_weights(P, y)
-    cv_pred, per_fold = cv_blend(P, y, folds)
+    from .metrics import get_metric
+
+    m = load_members(runs, target)
+    P, y, folds, names = m["P"], m["y"], m["folds"], list(m["names"])
+    if extra:
+        if P.shape[2] != 1:
+            raise DataError(f"extra members have one output; the runs predict {m['outputs']}")
+        df = pd.DataFrame({"id": m["ids"]})
+        for name, pred in extra.items():
+            if name in names:
+                raise DataError(f"two blend members are named {name!r}")
+            df = add_oof(df, name, pred)
+            names.append(name)
+        P = np.concatenate([P, df[list(extra)].to_numpy(dtype=float)[:, :, None]], axis=1)
+    metric = get_metric(m["metric"])
+    score = lambda pred: metric.honest_score(y, pred, folds)[0]  # noqa: E731
+    W = fit_blend(P, y, m["kind"])
+    in_sample = blend(P, W)
+    rule = metric.fit_rule(y, in_sample)
+    _, cv, per_fold, rules = honest_blend(P, y, folds, m["kind"], metric)
+    C = P[:, :, -1] if m["kind"] == "classification" else P.transpose(0, 2, 1).reshape(-1, P.shape[1])
     return {
         "runs": names,
-        "weights": w.tolist(),
-        "n_rows": len(df),
+        "metric": metric.name,
+        "greater_is_better": metric.greater_is_better,
+        "outputs": m["outputs"],
+        "weights": _weights_json(W),
+        "n_rows": len(y),
         "folds": sorted(int(k) for k in np.unique(folds)),
-        "rmse": {n: rmse(y, P[:, i]) for i, n in enumerate(names)},
-        "rmse_equal_average": rmse(y, P.mean(axis=1)),
-        "rmse_blend_in_sample": rmse(y, P @ w),
-        "rmse_blend_cv": rmse(y, cv_pred),
+        "scores": {n: score(P[:, i]) for i, n in enumerate(names)},
+        "score_equal_average": score(P.mean(axis=1)),
+        "score_blend_in_sample": metric.score(y, in_sample, rule),
+        "score_blend_cv": cv,
         "weights_per_fold": per_fold,
-        "correlation": np.corrcoef(P.T).reshape(len(names), len(names)).tolist(),
+        "rule": rule,
+        "rules_per_fold": rules,
+        "correlation": np.corrcoef(C.T).reshape(len(names), len(names)).tolist(),
     }
 
 
 def summary(report: dict) -> pd.DataFrame:
-    """The report's RMSEs as a one-column table: each member, the average, both blend estimates."""
-    rows = {**report["rmse"],
-            "equal-weight average": report["rmse_equal_average"],
-            "blend, weights fitted on all OOF (optimistic)": report["rmse_blend_in_sample"],
-            "blend, weights fitted inside CV (honest)": report["rmse_blend_cv"]}
-    return pd.DataFrame({"RMSE": rows})
+    """The report's scores as a one-column table: each member, the average, both blend estimates."""
+    rows = {**report["scores"],
+            "equal-weight average": report["score_equal_average"],
+            "blend, weights fitted on all OOF (optimistic)": report["score_blend_in_sample"],
+            "blend, weights fitted inside CV (honest)": report["score_blend_cv"]}
+    return pd.DataFrame({report["metric"]: rows})
 
 
 def save_blend(path, report: dict) -> None:
@@ -160,7 +288,7 @@ def main(argv=None) -> int:
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr)  # utils.config needs torch
         return 2
     print(summary(report).to_string(float_format="{:.4f}".format))
-    print("weights:", ", ".join(f"{n} {w:.3f}" for n, w in zip(report["runs"], report["weights"])))
+    print("weights:", ", ".join(f"{n} {np.round(w, 3).tolist()}" for n, w in zip(report["runs"], report["weights"])))
     save_blend(args.out, report)
     print(f"wrote {args.out}")
     return 0

@@ -38,7 +38,6 @@ from .bundle import (
     BundleError,
     build,
 )
-from .env import COMPETITION
 from .wheels import WHEELS_DIR
 
 # How the `kaggle` console script enters the CLI: `python -m kaggle` fails before kaggle 2.1
@@ -89,7 +88,7 @@ def submit_command(bundle: dict, message: str, version="N"):
     return [
         "competitions",
         "submit",
-        COMPETITION,
+        bundle.get("competition") or "commonlitreadabilityprize",
         "-f",
         SUBMISSION_FILE,
         "-k",
@@ -212,7 +211,10 @@ def main(argv=None, runner=subprocess.run) -> int:
     b.add_argument("--runs", nargs="+", required=True, help="run folders (each with fold*/)")
     b.add_argument("--owner", required=True, help="your Kaggle user name")
     b.add_argument("--out", required=True, help="folder to write the bundle into")
-    b.add_argument("--name", default="commonlit-kit", help="slug prefix of datasets and kernels")
+    b.add_argument("--name", default="", help="slug prefix of datasets and kernels (default: the "
+                   "competition's kit name, e.g. commonlit-kit)")
+    b.add_argument("--competition", default="", help="a built-in slug or competition.json (default: "
+                   "the one the runs were trained for)")
     b.add_argument("--blend", help="blend.json (from the ensemble notebook); default equal weights")
     b.add_argument(
         "--fp32", action="store_true", help="keep fp32 weights (default: fp16, half size)"
@@ -272,6 +274,7 @@ def main(argv=None, runner=subprocess.run) -> int:
             None if args.no_wheels else Path(args.wheels),
             args.license,
             args.fp16_tol,
+            args.competition,
         )
     except (BundleError, OSError) as e:
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr)

@@ -67,24 +67,42 @@ def save_fig(fig, path, dpi: int = 110) -> Path:
     return Path(path)
 
 
+def _run_metric(run, history: pd.DataFrame) -> tuple[str, bool]:
+    """(the score a run's checkpoints were chosen by, whether greater is better): the
+    competition's metric its metrics.json names, else RMSE or log-loss (runs before metrics)."""
+    from .metrics import METRICS
+
+    path = Path(run) / "metrics.json"
+    name = json.loads(path.read_text()).get("metric") if path.is_file() else None
+    if name not in history:
+        name = "rmse" if "rmse" in history else "log_loss"
+    return name, METRICS[name].greater_is_better
+
+
 def fold_table(run) -> pd.DataFrame:
-    """One row per finished fold: best valid score (the checkpoint kept, chosen on these same
-    validation rows, so slightly optimistic), the last validation's score, steps, minutes, rows;
-    plus the CV row."""
-    rows = []
+    """One row per finished fold: best valid score in the competition's metric (the checkpoint
+    kept, chosen on these same validation rows, so slightly optimistic), the last validation's
+    score, steps, minutes, rows; plus the CV row."""
+    rows, name = [], "rmse"
     for folder in fold_dirs(run):
         info = json.loads((folder / "history.json").read_text())
-        last = info["history"][-1].get("rmse", np.nan) if info["history"] else np.nan
-        rows.append({"fold": info["fold"], "valid_rmse": info["best_score"], "last_rmse": last,
+        h = pd.DataFrame(info["history"])
+        name, greater = _run_metric(run, h)
+        best = (h[name].max() if greater else h[name].min()) if len(h) else np.nan
+        last = h[name].iloc[-1] if len(h) else np.nan
+        rows.append({"fold": info["fold"], f"valid_{name}": best, f"last_{name}": last,
                      "steps": info["steps"], "minutes": info["seconds"] / 60,
                      "n_train": info["n_train"], "n_valid": info["n_valid"]})
     table = pd.DataFrame(rows)
     metrics = json.loads((Path(run) / "metrics.json").read_text())
-    if "cv_rmse" in metrics:
-        # The last checkpoints' CV over the same rows: RMSE pooled from the folds' squared errors.
+    cv_value = metrics.get("cv", metrics.get("cv_rmse") if name == "rmse" else None)
+    if cv_value is not None:
         n = table["n_valid"]
-        last_cv = float(np.sqrt((n * table["last_rmse"] ** 2).sum() / n.sum()))
-        cv = {"fold": "CV (all OOF)", "valid_rmse": metrics["cv_rmse"], "last_rmse": last_cv,
+        if name == "rmse":  # the last checkpoints' CV over the same rows, pooled squared errors
+            last_cv = float(np.sqrt((n * table["last_rmse"] ** 2).sum() / n.sum()))
+        else:  # other metrics do not pool: the folds' mean, weighted by their rows
+            last_cv = float((n * table[f"last_{name}"]).sum() / n.sum())
+        cv = {"fold": "CV (all OOF)", f"valid_{name}": cv_value, f"last_{name}": last_cv,
               "steps": table["steps"].sum(), "minutes": table["minutes"].sum(), "n_train": np.nan,
               "n_valid": n.sum()}
         table = pd.concat([table, pd.DataFrame([cv])], ignore_index=True)
@@ -93,14 +111,15 @@ def fold_table(run) -> pd.DataFrame:
 
 @styled
 def learning_curves(run):
-    """Validation RMSE (solid) and training loss (dashed) against optimizer steps, per fold."""
+    """Validation score in the competition's metric (solid) and training loss (dashed) against
+    optimizer steps, per fold."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
     for folder in fold_dirs(run):
         info = json.loads((folder / "history.json").read_text())
         h = pd.DataFrame(info["history"])
-        score = "rmse" if "rmse" in h else "log_loss"
+        score, greater = _run_metric(run, h)
         line = ax1.plot(h["step"], h[score], marker="o", ms=3, label=f"fold {info['fold']}")[0]
-        best = h[score].idxmin()
+        best = h[score].idxmax() if greater else h[score].idxmin()
         ax1.scatter(h["step"][best], h[score][best], s=80, facecolors="none",
                     edgecolors=line.get_color())
         ax2.plot(h["step"], h["train_loss"], ls="--", color=line.get_color(),
@@ -120,13 +139,14 @@ def learning_curves(run):
 def oof_scatter(run, target: str = "target"):
     """Out-of-fold predictions against the truth, coloured by fold, with the identity line."""
     oof = pd.read_csv(Path(run) / "oof.csv")
+    pred = f"pred_{target}" if f"pred_{target}" in oof else "pred"  # one of several targets
     fig, ax = plt.subplots(figsize=(6, 6))
     for k, part in oof.groupby("fold"):
-        ax.scatter(part[target], part["pred"], s=10, alpha=0.6, label=f"fold {k}")
-    lo, hi = oof[[target, "pred"]].min().min(), oof[[target, "pred"]].max().max()
+        ax.scatter(part[target], part[pred], s=10, alpha=0.6, label=f"fold {k}")
+    lo, hi = oof[[target, pred]].min().min(), oof[[target, pred]].max().max()
     ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="perfect")
-    rmse = float(np.sqrt(np.mean((oof[target] - oof["pred"]) ** 2)))
-    r = float(np.corrcoef(oof[target], oof["pred"])[0, 1])
+    rmse = float(np.sqrt(np.mean((oof[target] - oof[pred]) ** 2)))
+    r = float(np.corrcoef(oof[target], oof[pred])[0, 1])
     ax.set(xlabel=f"true {target}", ylabel="OOF prediction",
            title=f"{Path(run).name}: OOF RMSE {rmse:.3f}, r = {r:.3f}")
     ax.set_aspect("equal")
@@ -215,25 +235,37 @@ def top_words_figure(table: pd.DataFrame, lengths: pd.DataFrame | None = None):
 
 @styled
 def blend_figure(report: dict, oofs: pd.DataFrame | None = None):
-    """RMSE of each member, their equal-weight average and the fitted blend (in-sample and CV), the
-    weights, and how alike the members are: for two, one's OOF predictions against the other's
-    (given the OOF frame); for more, the correlation matrix of their OOF predictions."""
+    """The competition's metric for each member, their equal-weight average and the fitted blend
+    (in-sample and CV), the weights (per target when fitted per target), and how alike the
+    members are: for two, one's OOF predictions against the other's (given the OOF frame of one
+    output); for more, the correlation matrix of their OOF predictions."""
     names = report["runs"]
     pair = len(names) == 2 and oofs is not None
     n = 3 if pair or len(names) > 2 else 2
     fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.5))
-    labels = [*report["rmse"], "equal average", "blend (in-sample)", "blend (CV)"]
-    values = [*report["rmse"].values(), report["rmse_equal_average"],
-              report["rmse_blend_in_sample"], report["rmse_blend_cv"]]
+    labels = [*report["scores"], "equal average", "blend (in-sample)", "blend (CV)"]
+    values = [*report["scores"].values(), report["score_equal_average"],
+              report["score_blend_in_sample"], report["score_blend_cv"]]
     bars = axes[0].bar(range(len(values)), values,
-                       color=["tab:blue"] * len(report["rmse"]) + ["tab:gray", "tab:green", "tab:olive"])
+                       color=["tab:blue"] * len(report["scores"]) + ["tab:gray", "tab:green", "tab:olive"])
     axes[0].bar_label(bars, fmt="%.4f", fontsize=8)
     axes[0].set_xticks(range(len(values)), labels, rotation=20, ha="right")
     lo = min(values)
     axes[0].set_ylim(lo - 0.15 * (max(values) - lo + 1e-3) - 0.005, max(values) + 0.01)
-    axes[0].set(title="OOF RMSE (lower is better)", ylabel="RMSE")
-    axes[1].bar(names, report["weights"], color="tab:green")
-    axes[1].set(title="Blend weights (non-negative, sum 1)", ylim=(0, 1))
+    better = "higher" if report.get("greater_is_better") else "lower"
+    metric = report.get("metric", "rmse")
+    axes[0].set(title=f"OOF {metric} ({better} is better)", ylabel=metric)
+    w = np.asarray(report["weights"], float).reshape(len(names), -1)
+    outputs = report.get("outputs") or ["weight"]
+    width = 0.8 / w.shape[1]
+    for j in range(w.shape[1]):
+        axes[1].bar(np.arange(len(names)) + (j - (w.shape[1] - 1) / 2) * width, w[:, j], width,
+                    label=outputs[j] if w.shape[1] > 1 else None)
+    if w.shape[1] > 1:
+        axes[1].legend(fontsize=7, ncol=2)
+    axes[1].set_xticks(range(len(names)), names)
+    axes[1].set(title="Blend weights (non-negative, sum 1" + (" per target)" if w.shape[1] > 1 else ")"),
+                ylim=(0, 1))
     axes[1].tick_params(axis="x", rotation=20)
     if pair:
         a, b = names
@@ -314,10 +346,10 @@ def _points(n: int) -> dict:
 
 
 @styled
-def plot_distributions(df: pd.DataFrame) -> plt.Figure:
+def plot_distributions(df: pd.DataFrame, target: str = "target", se_col: str = "standard_error") -> plt.Figure:
     """Histograms of target (easiness) and standard_error; the reference row (se 0) is left out."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
-    y = df["target"]
+    y = df[target]
     a.hist(y, bins=40, color=NEUTRAL_COLOR, alpha=0.85, edgecolor="white")
     a.axvline(y.mean(), color="black", ls="--", lw=1.2, label=f"mean {y.mean():.2f}")
     a.set(
@@ -326,10 +358,10 @@ def plot_distributions(df: pd.DataFrame) -> plt.Figure:
         ylabel="excerpts",
     )
     a.legend(frameon=False)
-    se = df.loc[df["standard_error"] > 0, "standard_error"]
+    se = df.loc[df[se_col] > 0, se_col]
     b.hist(se, bins=40, color="#98c1d9", edgecolor="white")
     b.axvline(se.median(), color="black", ls="--", lw=1.2, label=f"median {se.median():.3f}")
-    dropped = int((df["standard_error"] <= 0).sum())
+    dropped = int((df[se_col] <= 0).sum())
     note = f"; {dropped} row with se 0 left out" if dropped == 1 else ""
     note = f"; {dropped} rows with se 0 left out" if dropped > 1 else note
     b.set(title=f"standard error of the target{note}", xlabel="standard_error", ylabel="excerpts")
@@ -339,11 +371,11 @@ def plot_distributions(df: pd.DataFrame) -> plt.Figure:
 
 
 @styled
-def plot_target_vs_se(df: pd.DataFrame) -> plt.Figure:
+def plot_target_vs_se(df: pd.DataFrame, target: str = "target", se_col: str = "standard_error") -> plt.Figure:
     """Scatter of standard_error vs target: extreme excerpts were judged with more uncertainty."""
     fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
-    keep = (df["standard_error"] > 0).to_numpy()
-    x, se = df.loc[keep, "target"], df.loc[keep, "standard_error"]
+    keep = (df[se_col] > 0).to_numpy()
+    x, se = df.loc[keep, target], df.loc[keep, se_col]
     ax.scatter(x, se, color=NEUTRAL_COLOR, edgecolors="none", **_points(len(x)))
     if keep.sum() >= 3:
         coef = np.polyfit(x, se, 2)
@@ -454,14 +486,16 @@ def _excerpt_block(text: str, chars: int, width: int) -> str:
 
 @styled
 def plot_extremes(
-    df: pd.DataFrame, n: int = 3, chars: int = 900, width: int = 92, text_col: str = "excerpt"
+    df: pd.DataFrame, n: int = 3, chars: int = 900, width: int = 92, text_col: str = "excerpt",
+    target_col: str = "target", names=("Easiest", "Hardest"), title: str = "The easiest and the hardest excerpts",
 ) -> plt.Figure:
-    """The n easiest (left) and n hardest (right) excerpts, wrapped text with target and counts."""
-    order = df.sort_values("target")
+    """The n highest-target (left: CommonLit's easiest) and n lowest (right) texts, wrapped text
+    with target and counts."""
+    order = df.sort_values(target_col)
     n = max(1, min(n, len(df) // 2 or 1))
     columns = [
-        ("Easiest", order.tail(n).iloc[::-1], EASY_COLOR, "#e9f5f3"),
-        ("Hardest", order.head(n), HARD_COLOR, "#fbecea"),
+        (names[0], order.tail(n).iloc[::-1], EASY_COLOR, "#e9f5f3"),
+        (names[1], order.head(n), HARD_COLOR, "#fbecea"),
     ]
     fig, axes = plt.subplots(n, 2, figsize=(17, 2.8 * n + 0.6), squeeze=False)
     for col, (name, rows, color, bg) in enumerate(columns):
@@ -470,7 +504,7 @@ def plot_extremes(
             ax.set_axis_off()
             s = text_stats(r[text_col])
             head = (
-                f"{name} #{i + 1}   target {r['target']:+.2f}   "
+                f"{name} #{i + 1}   {target_col} {r[target_col]:+.2f}   "
                 f"{s['words']} words · {s['mean_sentence_length']:.0f} words/sentence · "
                 f"{s['mean_word_length']:.1f} letters/word"
             )
@@ -499,7 +533,7 @@ def plot_extremes(
             )
         for ax in axes[len(rows) :, col]:
             ax.set_axis_off()
-    fig.suptitle("The easiest and the hardest excerpts", fontsize=14, fontweight="bold")
+    fig.suptitle(title, fontsize=14, fontweight="bold")
     fig.subplots_adjust(
         left=0.02,
         right=0.98,
@@ -524,4 +558,84 @@ def plot_baselines(rmse: dict) -> plt.Figure:
         ax.text(v + 0.01, i, f"{v:.3f}", va="center", fontsize=10)
     ax.set_xlim(0, max(values) * 1.15)
     ax.set(title="Baselines: cross-validated RMSE (lower is better)", xlabel="RMSE")
+    return fig
+
+
+# ----------------------------------------------------------------------------- any competition
+
+
+@styled
+def plot_targets(df: pd.DataFrame, comp) -> plt.Figure:
+    """Each target's distribution (regression), or the class balance (classification), in the
+    competition's words."""
+    cols = list(comp.target_cols)
+    if comp.model_task == "classification":
+        counts = df[cols[0]].value_counts().sort_index()
+        fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(counts) + 3), 4), layout="constrained")
+        bars = ax.bar(counts.index.astype(str), counts.to_numpy(), color=NEUTRAL_COLOR)
+        ax.bar_label(bars, labels=[f"{n} ({n / len(df):.0%})" for n in counts], fontsize=9)
+        ax.set(title=f"{comp.title or comp.slug}: class balance of {cols[0]!r} (n = {len(df)})",
+               xlabel=cols[0], ylabel="rows")
+        return fig
+    ncols = min(3, len(cols))
+    nrows = -(-len(cols) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows), squeeze=False, layout="constrained")
+    for ax, col in zip(axes.ravel(), cols):
+        y = df[col].astype(float)
+        values = np.unique(y)
+        bins = np.append(values, values[-1] + 1) - 0.5 * np.min(np.diff(values)) if len(values) <= 20 and len(values) > 1 else 40
+        ax.hist(y, bins=bins, color=NEUTRAL_COLOR, alpha=0.85, edgecolor="white")
+        ax.axvline(y.mean(), color="black", ls="--", lw=1.2)
+        ax.set(title=f"{col}: mean {y.mean():.2f}, sd {y.std():.2f}", xlabel=col, ylabel="rows")
+    for ax in axes.ravel()[len(cols):]:
+        ax.set_axis_off()
+    fig.suptitle(f"{comp.title or comp.slug}: the target{'s' if len(cols) > 1 else ''} (n = {len(df)})",
+                 fontsize=14, fontweight="bold")
+    return fig
+
+
+@styled
+def plot_target_correlations(df: pd.DataFrame, comp) -> plt.Figure:
+    """Pearson correlations between the targets: highly correlated scores share most of what a
+    model learns (one head predicting all of them is no loss)."""
+    cols = list(comp.target_cols)
+    corr = df[cols].astype(float).corr().to_numpy()
+    fig, ax = plt.subplots(figsize=(1.1 * len(cols) + 3, 1.0 * len(cols) + 2), layout="constrained")
+    ax.imshow(corr, cmap="viridis", vmin=min(0.0, corr.min()), vmax=1.0)
+    ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right")
+    ax.set_yticks(range(len(cols)), cols)
+    ax.grid(False)
+    for (i, j), v in np.ndenumerate(corr):
+        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=9, color="white")
+    ax.set(title=f"{comp.title or comp.slug}: correlation of the targets")
+    return fig
+
+
+@styled
+def plot_lengths(lengths, max_len: int, unit: str = "tokens", title: str = "") -> plt.Figure:
+    """Text lengths against max_len: the share of texts the model sees only in part."""
+    lengths = np.asarray(lengths)
+    fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
+    ax.hist(lengths, bins=50, color=NEUTRAL_COLOR, alpha=0.85, edgecolor="white")
+    over = float(np.mean(lengths > max_len))
+    ax.axvline(max_len, color=HARD_COLOR, lw=2, label=f"max_len {max_len}: {over:.0%} of texts are longer")
+    ax.legend(frameon=False)
+    ax.set(title=title or f"Input length in {unit}: median {np.median(lengths):.0f}, "
+           f"95th percentile {np.percentile(lengths, 95):.0f}", xlabel=unit, ylabel="texts")
+    return fig
+
+
+@styled
+def plot_scores(scores: dict, metric: str, greater_is_better: bool, title: str = "") -> plt.Figure:
+    """Horizontal bars of a CV score per model, the best highlighted."""
+    items = sorted(scores.items(), key=lambda kv: kv[1] if greater_is_better else -kv[1])
+    names, values = [k for k, _ in items], [v for _, v in items]
+    fig, ax = plt.subplots(figsize=(8, 0.7 * len(items) + 1.5), layout="constrained")
+    best = max(values) if greater_is_better else min(values)
+    ax.barh(names, values, color=[EASY_COLOR if v == best else "#98c1d9" for v in values])
+    for i, v in enumerate(values):
+        ax.text(v, i, f" {v:.4f}", va="center", fontsize=10)
+    ax.set_xlim(min(0, min(values)), max(values) * 1.2)
+    better = "higher" if greater_is_better else "lower"
+    ax.set(title=title or f"Baselines: cross-validated {metric} ({better} is better)", xlabel=metric)
     return fig

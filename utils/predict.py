@@ -2,6 +2,11 @@
 
     python -m utils.predict --test-csv data/test.csv --runs runs/a runs/b --blend blend.json \
         --out submission.csv
+
+The runs know their competition (columns, input text, task, metric, submission): the test file is
+read, and the submission written, as its description says: sample_submission.csv's columns and row
+order, labels made with the decision rule fitted on the out-of-fold predictions, values clipped
+to the targets' range.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from .batching import Collator, TextDataset, sorted_batches
+from .competition import Competition, read_split
 from .config import cli_error
-from .data import DataError, read_csv
+from .data import DataError
 from .files import fold_dirs, run_names, write_csv
+from .metrics import apply_rule
 from .model import KIT_CONFIG, TextModel, amp_precision
 
 
@@ -102,6 +109,40 @@ def run_spec(run) -> dict:
         raise DataError(f"{folder / KIT_CONFIG} cannot be read as a kit model ({e!r})") from None
 
 
+def run_competition(run) -> Competition:
+    """The competition a run was trained for, from its first fold (no model loaded); a run saved
+    before runs recorded it: the one its column flags describe."""
+    folder = fold_dirs(run)[0]
+    saved = json.loads((folder / KIT_CONFIG).read_text())
+    if "competition" in saved:
+        return Competition.from_dict(saved["competition"], str(folder / KIT_CONFIG))
+    import dataclasses
+
+    from .config import TrainConfig, competition_of
+
+    train = saved.get("train", {})
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in train.items() if k in names}
+    return competition_of(TrainConfig(**kw))
+
+
+def decision_rule(runs, blend: dict | None = None) -> dict | None:
+    """How labels are made from the predictions: the blend's rule (fitted on the blended
+    out-of-fold predictions) or the one run's (its metrics.json); None: the default rule (argmax,
+    rounding), said on stderr when the metric has a fitted one."""
+    if blend and blend.get("rule"):
+        return blend["rule"]
+    paths = [Path(r) / "metrics.json" for r in runs]
+    rules = [json.loads(p.read_text()).get("rule") if p.is_file() else None for p in paths]
+    if len(runs) == 1 and rules[0]:
+        return rules[0]
+    if any(rules):
+        print("note: several runs without a blend.json rule: labels by the default rule (argmax / "
+              "rounding); utils.ensemble fits the rule on the blend's out-of-fold predictions",
+              file=sys.stderr, flush=True)
+    return None
+
+
 def model_task(run) -> str:
     """'regression' or 'classification', from the run's first fold."""
     return run_spec(run)["task"]
@@ -121,15 +162,16 @@ def check_runs_agree(runs) -> dict:
 
 
 def normalize_weights(weights, n: int) -> np.ndarray:
-    """Non-negative blend weights summing to 1; equal weights when None."""
+    """Non-negative blend weights summing to 1: (n,), or (n, targets) with each target's column
+    summing to 1 (utils.ensemble's per-target weights); equal weights when None."""
     if weights is None:
         return np.full(n, 1.0 / n)
     w = np.asarray(weights, dtype=float)
-    if w.shape != (n,):
+    if w.ndim not in (1, 2) or w.shape[0] != n:
         raise ValueError(f"{len(w)} blend weights for {n} runs")
-    if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
+    if (w < 0).any() or not np.isfinite(w).all() or (w.sum(axis=0) <= 0).any():
         raise ValueError(f"blend weights must be non-negative with a positive sum, got {w.tolist()}")
-    return w / w.sum()
+    return w / w.sum(axis=0)
 
 
 def read_blend_json(path) -> dict:
@@ -212,16 +254,89 @@ def check_submission(sub: pd.DataFrame, test: pd.DataFrame, id_col="id") -> None
         raise DataError(f"submission has non-finite predictions at rows {rows.tolist()}")
 
 
-def write_submission(path, test: pd.DataFrame, preds: np.ndarray, target_names=("target",),
-                     id_col="id") -> pd.DataFrame:
-    """Check and write `id,target` (one column per target) in test.csv order, atomically."""
+def _as_written(labels) -> np.ndarray:
+    """Class names as the training file wrote them: integers when they all are."""
+    labels = [str(v) for v in labels]
+    if all(v.lstrip("-").isdigit() for v in labels):
+        return np.array([int(v) for v in labels])
+    return np.array(labels, dtype=object)
+
+
+def submission_frame(comp: Competition, test: pd.DataFrame, preds: np.ndarray, spec: dict | None = None,
+                     rule: dict | None = None) -> pd.DataFrame:
+    """What the competition's submission holds, in test order: values (clipped to target_range),
+    labels (made by `rule`; scores clipped to the range) or class probabilities."""
     preds = np.asarray(preds, dtype=float).reshape(len(test), -1)
-    sub = pd.DataFrame({id_col: test[id_col].astype(str).to_numpy()})
-    for j, name in enumerate(target_names):
-        sub[name] = preds[:, j]
-    check_submission(sub, test, id_col)
+    sub = pd.DataFrame({comp.id_col: test[comp.id_col].astype(str).to_numpy()})
+    kind, target = comp.submission_kind, comp.target_cols[0]
+    names = list((spec or {}).get("target_names") or comp.target_cols)
+    lo, hi = comp.target_range or (-np.inf, np.inf)
+    if comp.model_task == "classification" and kind == "probabilities":
+        if len(comp.target_cols) == 1 and len(names) == 2:
+            sub[target] = preds[:, 1]  # P(the second class), e.g. P(target = 1)
+        else:
+            for j, name in enumerate(names):
+                sub[str(name)] = preds[:, j]
+    elif comp.model_task == "classification":
+        sub[target] = _as_written(names)[apply_rule(rule, preds)]
+    elif kind == "labels":
+        sub[target] = np.clip(apply_rule(rule, preds), lo, hi).astype(int)
+    else:
+        for j, name in enumerate(comp.target_cols):
+            sub[name] = np.clip(preds[:, j], lo, hi)
+    return sub
+
+
+def match_sample(sub: pd.DataFrame, sample_path, comp: Competition) -> pd.DataFrame:
+    """The submission in sample_submission.csv's columns and row order; one line naming the file
+    when its columns or ids disagree with the description and the test file."""
+    sample_path = Path(sample_path)
+    sample = pd.read_csv(sample_path, encoding="utf-8-sig", dtype={comp.id_col: str})
+    if list(sample.columns) != list(sub.columns):
+        raise DataError(f"{sample_path.name} has columns {list(map(str, sample.columns))} but the "
+                        f"competition's description ({comp.slug}) makes {list(sub.columns)}: fix "
+                        "id_col / target_cols / submission in its competition.json")
+    ids, mine = sample[comp.id_col].astype(str), sub[comp.id_col].astype(str)
+    if len(ids) != len(mine) or set(ids) != set(mine):
+        odd = sorted(set(ids) ^ set(mine))[:5]
+        raise DataError(f"{sample_path.name}'s ids differ from the test file's ({len(ids)} vs {len(mine)} "
+                        f"rows; ids in only one: {odd}): use the test file that came with it")
+    return sub.set_index(mine).loc[ids.to_numpy()].reset_index(drop=True)
+
+
+def write_submission(path, test: pd.DataFrame, preds: np.ndarray, comp: Competition | None = None,
+                     spec: dict | None = None, rule: dict | None = None, sample=None) -> pd.DataFrame:
+    """Check and write the competition's submission (CommonLit's `id,target` by default), in
+    `sample` (sample_submission.csv)'s columns and order when given, else test order; atomically."""
+    from .competition import load_competition
+
+    comp = comp or load_competition()
+    sub = submission_frame(comp, test, preds, spec, rule)
+    numeric = sub.drop(columns=[comp.id_col]).select_dtypes("number")
+    check_submission(sub[[comp.id_col]].join(numeric), test, comp.id_col)
+    if sample is not None and Path(sample).is_file():
+        sub = match_sample(sub, sample, comp)
     write_csv(path, sub)
     return sub
+
+
+def submit(runs, test_csv, out="submission.csv", weights=None, blend_json=None, timings=None,
+           **kw) -> pd.DataFrame:
+    """The whole submission: the runs' competition read from them, its test file read (blank texts
+    get the training mean), folds averaged and runs blended (`weights`, or blend.json's), labels
+    by the fitted rule, checked against the sample submission beside the test file, written to
+    `out`. Everything read from disk is checked before the first model loads."""
+    spec = check_runs_agree(runs)
+    comp = run_competition(runs[0])
+    blend = read_blend_json(blend_json) if blend_json else None
+    if blend is not None:
+        weights = blend_weights(blend_json, runs, blend)[0]
+    normalize_weights(weights, len(runs))
+    rule = decision_rule(runs, blend)
+    test = read_split(comp, test_csv, "test", blank="predicted as the training mean")
+    preds = predict(runs, comp.input_texts(test), weights, timings, **kw)
+    sample = Path(test_csv).parent / comp.sample_submission
+    return write_submission(out, test, preds, comp, spec, rule, sample)
 
 
 def main(argv=None) -> int:
@@ -233,35 +348,19 @@ def main(argv=None) -> int:
     g.add_argument("--weights", nargs="+", type=float, help="one blend weight per run")
     g.add_argument("--blend", help="blend.json from the ensembling notebook")
     p.add_argument("--out", default="submission.csv")
-    p.add_argument("--text-col", default="excerpt")
-    p.add_argument("--id-col", default="id")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "fp16", "bf16"))
     p.add_argument("--device", default=None)
     args = p.parse_args(argv)
+    timings: dict = {}
     try:
-        # Everything read from disk is checked before the first model loads.
-        spec = check_runs_agree(args.runs)
-        weights = load_blend(args.blend, args.runs) if args.blend else args.weights
-        normalize_weights(weights, len(args.runs))
-        test = read_csv(args.test_csv, args.text_col, (), args.id_col,
-                        blank="predicted as the training mean")
-        timings: dict = {}
-        preds = predict(args.runs, test[args.text_col].tolist(), weights, timings,
-                        batch_size=args.batch_size, device=args.device, precision=args.precision)
-        names = spec["target_names"]
-        if spec["task"] == "classification":
-            preds, names = np.asarray(names)[preds.argmax(1)], ["target"]
-            sub = pd.DataFrame({args.id_col: test[args.id_col], "target": preds})
-            check_submission(sub.assign(target=0.0), test, args.id_col)
-            write_csv(args.out, sub)
-        else:
-            write_submission(args.out, test, preds, names, args.id_col)
+        sub = submit(args.runs, args.test_csv, args.out, args.weights, args.blend, timings,
+                     batch_size=args.batch_size, device=args.device, precision=args.precision)
     except (DataError, ValueError, OSError) as e:
         return cli_error(e)
     for run, sec in timings.items():
-        print(f"{run}: {sec:.1f}s for {len(test)} rows")
-    print(f"wrote {args.out} ({len(test)} rows)")
+        print(f"{run}: {sec:.1f}s for {len(sub)} rows")
+    print(f"wrote {args.out} ({len(sub)} rows: {', '.join(sub.columns)})")
     return 0
 
 

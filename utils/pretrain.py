@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .batching import EpochBatches, TextDataset, sorted_batches, start_epoch
-from .config import add_fields, cli_error, content_sha256, differences
+from .config import HelpFormatter, add_fields, cli_error, content_sha256, differences
 from .data import DataError, read_csv
 from .files import atomic_dir, atomic_file, write_csv, write_json
 from .model import _pretrained, load_tokenizer
@@ -516,7 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m utils.pretrain",
         description="Continue masked-LM pretraining of a backbone on the competition's texts.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     texts = dict(nargs="+", required=True, metavar="CSV")
     add_fields(p, PretrainConfig, required=("model", "out"), special={"texts": texts})

@@ -37,6 +37,7 @@ from .batching import (
     sorted_batches,
     start_epoch,
 )
+from .competition import read_split
 from .config import (
     CONTENT_KEYS,
     TrainConfig,
@@ -44,18 +45,18 @@ from .config import (
     config_from_args,
     differences,
     identity,
+    resolve,
 )
 from .data import (
     REFERENCE_ID,
     DataError,
     folds_fingerprint,
     make_folds,
-    read_csv,
     read_folds,
     read_pseudo,
 )
 from .files import atomic_dir, fold_dirs, write_csv, write_json
-from .metrics import rmse
+from .metrics import get_metric, rmse
 from .model import (
     ModelSpec,
     TextModel,
@@ -80,9 +81,11 @@ class TrainingError(RuntimeError):
 
 
 def load_train(cfg: TrainConfig) -> pd.DataFrame:
-    """Validated training frame after the optional reference-row drop and subsample."""
+    """Validated training frame (the competition's file and the tables it joins) after the
+    optional reference-row drop and subsample."""
+    cfg, comp = resolve(cfg)
     extra = (cfg.standard_error_col,) if cfg.loss == "se" else ()
-    df = read_csv(cfg.train_csv, cfg.text_col, cfg.target_cols, cfg.id_col, extra, cfg.task)
+    df = read_split(comp, cfg.train_csv, "train", extra_cols=extra)
     if cfg.drop_reference:
         df = df[df[cfg.id_col] != REFERENCE_ID].reset_index(drop=True)
     if cfg.max_rows and cfg.max_rows < len(df):
@@ -112,18 +115,25 @@ def targets_of(cfg: TrainConfig, df: pd.DataFrame, labels=None) -> np.ndarray:
 # ----------------------------------------------------------------------------- metrics
 
 
-def scores(cfg: TrainConfig, y: np.ndarray, pred: np.ndarray) -> dict:
-    """Metrics for predictions (N, outputs); 'score' is the one to minimise."""
+def scores(cfg: TrainConfig, y: np.ndarray, pred: np.ndarray, metric: str = "") -> dict:
+    """Metrics for predictions (N, outputs): the loss's (log-loss and accuracy, or RMSE), and
+    the competition's `metric` (labels under its default rule: nothing is fitted on the rows
+    scored); 'score' is the one checkpoints minimise: the metric, as a loss."""
     if cfg.task == "classification":
         p = np.clip(pred, 1e-15, 1.0)
         logloss = float(-np.mean(np.log(p[np.arange(len(y)), y.astype(int)])))
         acc = float(np.mean(pred.argmax(1) == y))
-        return {"score": logloss, "log_loss": logloss, "accuracy": acc}
-    t = len(cfg.target_cols)
-    per = {c: rmse(y[:, i], pred[:, i]) for i, c in enumerate(cfg.target_cols)}
-    out = {"score": float(np.mean(list(per.values()))), "rmse": float(np.mean(list(per.values())))}
-    if t > 1:
-        out["rmse_per_target"] = per
+        out = {"score": logloss, "log_loss": logloss, "accuracy": acc}
+    else:
+        per = {c: rmse(y[:, i], pred[:, i]) for i, c in enumerate(cfg.target_cols)}
+        out = {"score": float(np.mean(list(per.values()))), "rmse": float(np.mean(list(per.values())))}
+        if len(cfg.target_cols) > 1:
+            out["rmse_per_target"] = per
+    if metric and metric not in out:
+        m = get_metric(metric)
+        truth = y if cfg.task == "classification" else y[:, : len(cfg.target_cols)]
+        out[metric] = m.score(truth, pred)
+        out["score"] = m.loss(truth, pred)
     return out
 
 
@@ -274,13 +284,15 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     """
     from accelerate.utils import set_seed
 
+    cfg, comp = resolve(cfg)
+    metric = get_metric(comp.metric_name)
     set_seed(cfg.seed + fold)  # before the model: the head's initialisation is reproducible
     log = accelerator.print
     labels = class_labels(cfg, df) if cfg.task == "classification" else None
     y = targets_of(cfg, df, labels)
     tr, va = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
     tokenizer = load_tokenizer(cfg.model)
-    texts = df[cfg.text_col].tolist()
+    texts = comp.input_texts(df)
     train_texts, train_y, weights, pseudo_ds = [texts[i] for i in tr], y[tr], None, None
     p_texts = []
     if pseudo is not None:
@@ -368,7 +380,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
             end_of_epoch = i == len(dl) - 1
             if step >= next_eval or end_of_epoch or step == total:
                 pred = predict_loader(model, valid_dl, accelerator, len(va), cfg.task)
-                m = scores(cfg, y[va], pred)
+                m = scores(cfg, y[va], pred, metric.name)
                 improved = m["score"] < best
                 if improved:
                     best, best_pred = m["score"], pred
@@ -379,10 +391,10 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
                 entry.update({k: v for k, v in m.items() if not isinstance(v, dict)})
                 entry["best"], entry["lr"] = best, scheduler.get_last_lr()[0]
                 history.append(entry)
-                name = "log_loss" if cfg.task == "classification" else "rmse"
+                shown = -best if metric.greater_is_better else best
                 log(
                     f"fold {fold} step {step}/{total} | train loss {entry['train_loss']:.4f} | "
-                    f"valid {name} {m['score']:.4f} | best {best:.4f}{' *' if improved else ''}"
+                    f"valid {metric.name} {m[metric.name]:.4f} | best {shown:.4f}{' *' if improved else ''}"
                 )
                 loss_sum, loss_n = 0.0, 0
                 next_eval = step + eval_period(cfg, best)
@@ -451,6 +463,7 @@ def prepare_out(cfg: TrainConfig, out: Path) -> None:
     if saved_path.exists():
         saved, current = json.loads(saved_path.read_text()), identity(cfg)
         defaults = json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(TrainConfig)}))
+        defaults["fit"] = "head"  # what every run did before --fit existed
         for key in list(current):
             # A run saved before a setting existed (or before its inputs were hashed): the
             # setting's default is what it ran with; its paths decide for the inputs.
@@ -471,14 +484,17 @@ def prepare_out(cfg: TrainConfig, out: Path) -> None:
 
 
 def assign_folds(cfg: TrainConfig, df: pd.DataFrame, out: Path) -> np.ndarray:
-    """Folds from --folds-csv, else from OUT/folds.csv (resume), else made; saved to OUT/folds.csv."""
+    """Folds from --folds-csv, else from OUT/folds.csv (resume), else as the competition makes
+    them: its folds file (beside the train file), grouped by its column, or stratified."""
+    cfg, comp = resolve(cfg)
     ids = df[cfg.id_col]
     source = cfg.folds_csv or (out / "folds.csv" if (out / "folds.csv").exists() else "")
+    if not source and comp.folds == "file":
+        source = Path(cfg.train_csv).parent / comp.folds_file
     if source:
-        folds = read_folds(source, ids, cfg.folds)
-    else:
-        folds = make_folds(df, cfg.folds, cfg.fold_seed, cfg.target_cols, cfg.task)
-    return folds
+        return read_folds(source, ids, cfg.folds)
+    group = comp.group_col if comp.folds == "group" else ""
+    return make_folds(df, cfg.folds, cfg.fold_seed, cfg.target_cols, cfg.task, group)
 
 
 def finished_folds(out: Path) -> list:
@@ -486,26 +502,60 @@ def finished_folds(out: Path) -> list:
     return [int(p.name[4:]) for p in fold_dirs(out, required=False)]
 
 
+def oof_outputs(cfg: TrainConfig, oof: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(truth, predictions (N, outputs)) of an oof.csv as the metrics take them: class indices and
+    probabilities (classification), or (N, T) values."""
+    if cfg.task == "classification":
+        labels = [c[5:] for c in oof.columns if c.startswith("prob_")]
+        truth = oof[cfg.target_cols[0]].astype(str).map({lab: i for i, lab in enumerate(labels)})
+        return truth.to_numpy(), oof[[f"prob_{lab}" for lab in labels]].to_numpy()
+    cols = list(cfg.target_cols)
+    pcols = ["pred"] if len(cols) == 1 else [f"pred_{c}" for c in cols]
+    return oof[cols].to_numpy(dtype=float), oof[pcols].to_numpy(dtype=float)
+
+
+def metric_summary(metric, truth: np.ndarray, pred: np.ndarray, folds: np.ndarray) -> dict:
+    """The competition's metric over the OOF rows: per fold and overall. A metric that labels
+    through a rule (F1's threshold, kappa's cut points) is scored with each fold's rule fitted on
+    the other folds' rows only (one fold done: the default rule, said so), and the rule fitted on
+    every OOF row is saved for the test set."""
+    done = sorted(int(k) for k in np.unique(folds))
+    res = {"metric": metric.name,
+           "fold_score": {k: metric.score(truth[folds == k], pred[folds == k]) for k in done}}
+    if not metric.rule:
+        res["cv"] = metric.score(truth, pred)
+        return res
+    res["cv_at_default_rule"] = metric.score(truth, pred)
+    if len(done) >= 2:
+        res["cv"], rules = metric.honest_score(truth, pred, folds)
+        res["rules_per_fold"], res["cv_rule"] = rules, "each fold's rule fitted on the other folds"
+    else:
+        res["cv"], res["cv_rule"] = res["cv_at_default_rule"], "the default rule (one fold: no other to fit it on)"
+    res["rule"] = metric.fit_rule(truth, pred)
+    return res
+
+
 def summarize(cfg: TrainConfig, out: Path) -> dict:
     """Rebuild OUT/oof.csv and OUT/metrics.json from the finished folds."""
+    cfg, comp = resolve(cfg)
     done = finished_folds(out)
     oof = pd.concat([pd.read_csv(out / f"fold{k}" / "oof.csv", dtype={"id": str}) for k in done])
     infos = {k: json.loads((out / f"fold{k}" / "history.json").read_text()) for k in done}
     write_csv(out / "oof.csv", oof)
+    truth, pred = oof_outputs(cfg, oof)
+    folds = oof["fold"].to_numpy()
+    m = scores(cfg, truth, pred)  # the loss's own figures, beside the competition's metric
     if cfg.task == "classification":
-        labels = [c[5:] for c in oof.columns if c.startswith("prob_")]
-        truth = oof[cfg.target_cols[0]].astype(str).map({lab: i for i, lab in enumerate(labels)})
-        m = scores(cfg, truth.to_numpy(), oof[[f"prob_{lab}" for lab in labels]].to_numpy())
         metrics = {"cv_log_loss": m["log_loss"], "cv_accuracy": m["accuracy"]}
-        metrics["fold_log_loss"] = {k: infos[k]["best_score"] for k in done}
+        metrics["fold_log_loss"] = {k: scores(cfg, truth[folds == k], pred[folds == k])["log_loss"] for k in done}
     else:
-        cols = list(cfg.target_cols)
-        pcols = ["pred"] if len(cols) == 1 else [f"pred_{c}" for c in cols]
-        m = scores(cfg, oof[cols].to_numpy(), oof[pcols].to_numpy())
         metrics = {"cv_rmse": m["rmse"], "fold_rmse": {k: infos[k]["best_score"] for k in done}}
-        if len(cols) > 1:
+        if len(cfg.target_cols) > 1:
             metrics["mcrmse"], metrics["rmse_per_target"] = m["rmse"], m["rmse_per_target"]
+            metrics["fold_rmse"] = {k: scores(cfg, truth[folds == k], pred[folds == k])["rmse"] for k in done}
+    metrics.update(metric_summary(get_metric(comp.metric_name), truth, pred, folds))
     metrics.update(
+        competition=comp.to_dict(),
         folds_done=done,
         n_oof=len(oof),
         seconds_per_fold={k: round(infos[k]["seconds"], 1) for k in done},
@@ -518,6 +568,7 @@ def summarize(cfg: TrainConfig, out: Path) -> dict:
 
 def run_cv(cfg: TrainConfig) -> dict:
     """Train every fold not finished yet (or just cfg.only_folds); returns metrics.json's content."""
+    cfg, comp = resolve(cfg)  # the competition's columns, task and fit: what the run records
     accelerator = make_accelerator(cfg)
     # Says how many processes really train (`accelerate launch --num_processes 2` on a machine
     # without GPUs starts only one; see README for the CPU command).
@@ -557,14 +608,14 @@ def run_cv(cfg: TrainConfig) -> dict:
             with atomic_dir(out / f"fold{fold}") as tmp:
                 model.save(tmp, tokenizer, extra={"fold": fold, "score": info["best_score"],
                                                   "target_mean": info["target_mean"],
-                                                  "train": identity(cfg)})
+                                                  "train": identity(cfg), "competition": comp.to_dict()})
                 write_csv(tmp / "oof.csv", oof)
                 write_json(tmp / "history.json", info)
             metrics = summarize(cfg, out)
-            name = "cv_rmse" if cfg.task == "regression" else "cv_log_loss"
             accelerator.print(
-                f"fold {fold}: best {info['best_score']:.4f} in {info['seconds']:.0f}s | "
-                f"{name} over folds {metrics['folds_done']}: {metrics[name]:.4f}"
+                f"fold {fold}: best {metrics['metric']} {metrics['fold_score'][fold]:.4f} in "
+                f"{info['seconds']:.0f}s | cv {metrics['metric']} over folds {metrics['folds_done']}: "
+                f"{metrics['cv']:.4f}"
             )
         accelerator.wait_for_everyone()
         del model

@@ -1,0 +1,154 @@
+"""Each built-in competition end to end on tiny data of its real shape: training with
+--competition (the run records it; checkpoints and CV in its metric; the decision rule fitted on
+the out-of-fold predictions and saved), prediction with no column or task flag (the sample
+submission's columns and row order, labels by the saved rule, values clipped), ensembling per
+target and on probabilities."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_competition import tiny_data
+from test_reliability import assert_one_line_error
+from test_train import cfg_for
+
+from utils import ensemble, predict
+from utils.competition import BUILTIN, load_competition, read_table
+from utils.metrics import apply_rule, get_metric
+from utils.train import run_cv
+
+
+def train_on(slug, folder, tiny_bert, name="run", n=24, **kw):
+    data = tiny_data(slug, folder, n)
+    comp = load_competition(slug)
+    sample = pd.read_csv(data / comp.sample_submission)
+    # Kaggle's sample submission need not follow test.csv's order: the submission follows it.
+    sample.iloc[::-1].to_csv(data / comp.sample_submission, index=False)
+    cfg = cfg_for(data / comp.train_file, folder / name, tiny_bert, competition=slug, max_steps=2,
+                  max_len=32, **kw)
+    return data, comp, run_cv(cfg)
+
+
+@pytest.mark.parametrize("slug", [s for s in BUILTIN if s != "commonlitreadabilityprize"])
+def test_each_competition_trains_predicts_and_submits_as_its_sample(slug, tmp_path, tiny_bert, capsys):
+    data, comp, metrics = train_on(slug, tmp_path / "d", tiny_bert)
+    run = tmp_path / "d" / "run"
+    metric = get_metric(comp.metric_name)
+    # The run records its competition and reports its metric, per fold and over the folds.
+    assert metrics["competition"] == comp.to_dict() and metrics["metric"] == metric.name
+    assert set(metrics["fold_score"]) == {0, 1} and np.isfinite(metrics["cv"])
+    assert f"valid {metric.name}" in capsys.readouterr().out
+    saved = json.loads((run / "fold0" / "kit_config.json").read_text())
+    assert saved["competition"]["slug"] == slug
+    if metric.rule:  # F1's threshold, kappa's cut points: fitted on the OOF rows, saved
+        assert metrics["rule"] and set(map(int, metrics["rules_per_fold"])) == {0, 1}
+    if comp.folds == "group":  # no prompt in two folds
+        folds = pd.read_csv(run / "folds.csv", dtype={"id": str}).set_index("id")["fold"]
+        train = read_table(comp, data, "train").set_index(comp.id_col)
+        assert (train.groupby(comp.group_col).apply(lambda g: folds[g.index].nunique()) == 1).all()
+
+    out = tmp_path / "submission.csv"
+    assert predict.main(["--test-csv", str(data / comp.test_file), "--runs", str(run), "--out", str(out)]) == 0
+    sample = pd.read_csv(data / comp.sample_submission, dtype={comp.id_col: str})
+    sub = pd.read_csv(out, dtype={comp.id_col: str})
+    assert list(sub.columns) == list(sample.columns)
+    assert sub[comp.id_col].tolist() == sample[comp.id_col].tolist()  # the sample's order
+    test = read_table(comp, data, "test")
+    raw = predict.predict([run], comp.input_texts(test), progress=False)
+    raw = pd.DataFrame(np.asarray(raw).reshape(len(test), -1), index=test[comp.id_col]).loc[sub[comp.id_col]]
+    if comp.submission_kind == "labels":
+        rule = metrics.get("rule")
+        expect = apply_rule(rule, raw.to_numpy())
+        if comp.model_task == "classification":
+            assert set(sub[comp.target_cols[0]]) <= {0, 1}
+        else:  # integer scores in the declared range
+            expect = np.clip(expect, *comp.target_range)
+            assert sub[comp.target_cols[0]].between(*comp.target_range).all()
+        assert sub[comp.target_cols[0]].tolist() == expect.astype(int).tolist()
+    else:
+        lo, hi = comp.target_range or (-np.inf, np.inf)
+        assert np.allclose(sub[list(comp.target_cols)].to_numpy(), np.clip(raw.to_numpy(), lo, hi), atol=1e-6)
+
+
+def test_multi_target_runs_blend_per_target(tmp_path, tiny_bert):
+    slug = "feedback-prize-english-language-learning"
+    data, comp, _ = train_on(slug, tmp_path / "d", tiny_bert, "a", seed=1)
+    run_cv(cfg_for(data / "train.csv", tmp_path / "d" / "b", tiny_bert, competition=slug, max_steps=2,
+                   max_len=32, pooling="mean"))
+    runs = [tmp_path / "d" / "a", tmp_path / "d" / "b"]
+    report = ensemble.blend_report(runs)
+    w = np.asarray(report["weights"])
+    assert report["metric"] == "mcrmse" and w.shape == (2, 6) and np.allclose(w.sum(0), 1)
+    m = ensemble.load_members(runs)
+    assert report["score_blend_in_sample"] == pytest.approx(
+        get_metric("mcrmse").score(m["y"], ensemble.blend(m["P"], w)))
+    ensemble.save_blend(tmp_path / "blend.json", report)
+    out = tmp_path / "s.csv"
+    assert predict.main(["--test-csv", str(data / "test.csv"), "--runs", *map(str, runs),
+                         "--blend", str(tmp_path / "blend.json"), "--out", str(out)]) == 0
+    texts = comp.input_texts(read_table(comp, data, "test"))
+    a, b = (predict.predict_run(r, texts, progress=False) for r in runs)
+    sub = pd.read_csv(out, dtype={"text_id": str}).set_index("text_id")
+    test_ids = read_table(comp, data, "test")["text_id"]
+    expect = np.clip(w[0] * a + w[1] * b, 1.0, 5.0)
+    assert np.allclose(sub.loc[test_ids, list(comp.target_cols)].to_numpy(), expect, atol=1e-6)
+
+
+def test_classification_runs_blend_their_probabilities_and_predict_with_the_blends_threshold(tmp_path, tiny_bert):
+    slug = "nlp-getting-started"
+    data, comp, _ = train_on(slug, tmp_path / "d", tiny_bert, "a", seed=1)
+    run_cv(cfg_for(data / "train.csv", tmp_path / "d" / "b", tiny_bert, competition=slug, max_steps=2,
+                   max_len=32, pooling="mean"))
+    runs = [tmp_path / "d" / "a", tmp_path / "d" / "b"]
+    report = ensemble.blend_report(runs)
+    assert report["metric"] == "f1" and len(report["weights"]) == 2 and "threshold" in report["rule"]
+    m = ensemble.load_members(runs)
+    assert m["P"].shape[2] == 2 and np.allclose(m["P"].sum(2), 1)  # probabilities, not labels
+    ensemble.save_blend(tmp_path / "blend.json", report)
+    out = tmp_path / "s.csv"
+    assert predict.main(["--test-csv", str(data / "test.csv"), "--runs", *map(str, runs),
+                         "--blend", str(tmp_path / "blend.json"), "--out", str(out)]) == 0
+    test = read_table(comp, data, "test")
+    a, b = (predict.predict_run(r, comp.input_texts(test), progress=False) for r in runs)
+    w = report["weights"]
+    expect = ((w[0] * a + w[1] * b)[:, 1] >= report["rule"]["threshold"]).astype(int)
+    sub = pd.read_csv(out, dtype={"id": str}).set_index("id")
+    assert sub.loc[test["id"], "target"].tolist() == expect.tolist()
+
+
+def test_a_sample_submission_that_disagrees_is_one_line_and_nothing_is_written(tmp_path, tiny_bert, capsys):
+    slug = "feedback-prize-english-language-learning"
+    data, comp, _ = train_on(slug, tmp_path / "d", tiny_bert)
+    run, out = tmp_path / "d" / "run", tmp_path / "s.csv"
+    argv = ["--test-csv", str(data / "test.csv"), "--runs", str(run), "--out", str(out)]
+    sample = pd.read_csv(data / "sample_submission.csv")
+    sample.drop(columns="grammar").to_csv(data / "sample_submission.csv", index=False)
+    assert predict.main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "sample_submission.csv has columns", "'grammar'")
+    sample.assign(text_id=["t0", "t1", "zz"]).to_csv(data / "sample_submission.csv", index=False)
+    assert predict.main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "sample_submission.csv's ids differ", "zz")
+    sample.to_csv(data / "sample_submission.csv", index=False)
+    pd.read_csv(data / "test.csv").drop(columns="full_text").to_csv(data / "test.csv", index=False)
+    assert predict.main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "test.csv is missing column 'full_text'")
+    assert not out.exists()
+
+
+def test_bad_training_input_names_the_file_column_and_rows(tmp_path, tiny_bert, capsys):
+    from utils.train import main
+
+    slug = "feedback-prize-english-language-learning"
+    data = tiny_data(slug, tmp_path / "d", 24)
+    train = pd.read_csv(data / "train.csv")
+    train.loc[3, "syntax"] = 5.5  # above the declared range [1, 5]
+    train.to_csv(data / "train.csv", index=False)
+    argv = ["--train-csv", str(data / "train.csv"), "--out", str(tmp_path / "r"), "--model", tiny_bert,
+            "--competition", slug, "--folds", "2"]
+    assert main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "train.csv: column 'syntax' is outside the declared "
+                          "target_range [1, 5] at row 5 (id 000003)")
+    assert main(argv + ["--text-col", "essay"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--text-col comes from the competition")
+    assert not (tmp_path / "r" / "fold0").exists()
