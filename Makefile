@@ -70,8 +70,10 @@ lint: install
 demo: install
 	$(PY) -m utils.demo --out demo_out
 
+# make data COMPETITION=feedback-prize-english-language-learning: into data/<slug>/ (CommonLit: data/)
+COMPETITION ?= commonlitreadabilityprize
 data: install
-	$(PY) -m kaggle competitions download commonlitreadabilityprize -p data/ --unzip
+	$(PY) -m kaggle competitions download $(COMPETITION) -p $(if $(filter commonlitreadabilityprize,$(COMPETITION)),data/,data/$(COMPETITION)/) --unzip
 
 # Wheels the EDA kernel installs offline from the code dataset (utils.kaggle build copies them).
 # --python-version 3.10: dependencies that still install on an older Kaggle image.

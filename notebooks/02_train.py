@@ -150,9 +150,8 @@ if explained:
     frames = explain.token_weights(model, tokenizer, comp.input_texts(train.loc[valid["id"]]), max_len)
     target = comp.target_cols[0]
     pcol = "pred" if "pred" in valid else f"pred_{target}"
-    shown = lambda v: f"{v:.2f}" if isinstance(v, float) else str(v)  # noqa: E731
-    titles = [f"id {i}: {target} {shown(t)}, predicted {shown(p)}"
-              for i, t, p in zip(valid["id"], valid[target], valid[pcol])]
+    rounded = valid.round(2)
+    titles = [f"id {i}: {target} {t}, predicted {p}" for i, t, p in zip(rounded["id"], rounded[target], rounded[pcol])]
     display(HTML(plots.token_weights_html(frames[:n_examples], titles[:n_examples])))
     fig = plots.token_weights_figure(frames[:n_examples], titles[:n_examples])
     plots.save_fig(fig, run_dir / "figures" / "token_weights.png")

@@ -51,3 +51,19 @@ def test_local_runs_land_at_the_project_root_from_any_folder(places, tmp_path, m
 def test_result_files_show_paths_relative_to_the_project(places, tmp_path):
     assert env.shown(tmp_path / "root" / "data" / "train.csv") == "data/train.csv"
     assert env.shown(tmp_path / "envvar" / "train.csv") == "train.csv"  # outside: the name only
+
+
+def test_another_competition_is_looked_up_by_its_slug(places, tmp_path, monkeypatch):
+    """data/<slug>/ (where `make data COMPETITION=slug` downloads), then the Kaggle input under its
+    slug (both layouts); CommonLit's $COMMONLIT_DATA and data/ are not its data."""
+    slug = "nlp-getting-started"
+    with pytest.raises(FileNotFoundError, match=f"make data COMPETITION={slug}"):
+        env.competition_dir(slug=slug)
+    kaggle = tmp_path / "input" / "competitions" / slug
+    kaggle.mkdir(parents=True)
+    (kaggle / "test.csv").write_text("id,keyword,location,text\n")
+    assert env.competition_dir(slug=slug) == kaggle
+    local = tmp_path / "root" / "data" / slug
+    local.mkdir(parents=True)
+    (local / "train.csv").write_text("id,text,target\n")
+    assert env.competition_dir(slug=slug) == local

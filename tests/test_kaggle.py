@@ -135,6 +135,38 @@ def trained(tmp_path_factory, tiny_bert):
     return {"runs": runs, "blend": tmp / "blend.json", "test": tmp / "test.csv"}
 
 
+def train_other(tmp_path_factory, tiny_bert, slug: str) -> dict:
+    """Two tiny 2-fold runs of another built-in competition on data of its real shape (the sample
+    submission in another row order than the test file), their blend.json and the data folder."""
+    from test_competition import tiny_data
+
+    from utils.competition import load_competition
+    from utils.ensemble import blend_report
+
+    tmp = tmp_path_factory.mktemp(slug)
+    data = tiny_data(slug, tmp / "data", 24)
+    comp = load_competition(slug)
+    sample = pd.read_csv(data / comp.sample_submission)
+    sample.iloc[::-1].to_csv(data / comp.sample_submission, index=False)
+    runs = [tmp / "bert-attn", tmp / "bert-mean"]
+    kw = dict(max_steps=2, lr=2e-5, competition=slug, max_len=32)
+    run_cv(cfg_for(data / comp.train_file, runs[0], tiny_bert, **kw))
+    run_cv(cfg_for(data / comp.train_file, runs[1], tiny_bert, pooling="mean", **kw))
+    save_blend(tmp / "blend.json", blend_report(runs))
+    return {"runs": runs, "blend": tmp / "blend.json", "test": data / comp.test_file, "data": data,
+            "comp": comp}
+
+
+@pytest.fixture(scope="module")
+def trained_ell(tmp_path_factory, tiny_bert):
+    return train_other(tmp_path_factory, tiny_bert, "feedback-prize-english-language-learning")
+
+
+@pytest.fixture(scope="module")
+def trained_tweets(tmp_path_factory, tiny_bert):
+    return train_other(tmp_path_factory, tiny_bert, "nlp-getting-started")
+
+
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory, trained):
     """'blend': both runs + blend.json (fp16); 'single': one run, no blend (fp16)."""
@@ -655,13 +687,15 @@ except OSError as e:
 """
 
 
-def _input_tree(root: Path, layout: str, bundle: dict, test_csv: Path) -> None:
-    """The bundle's datasets and the competition data as Kaggle mounts them."""
+def _input_tree(root: Path, layout: str, bundle: dict, test_csv: Path, files=()) -> None:
+    """The bundle's datasets and the competition data (the test file and `files`) as Kaggle
+    mounts them, under the bundle's competition slug."""
     owner = bundle["owner"]
-    comp = "commonlitreadabilityprize"
+    comp = bundle["competition"]
     comp_dir = root / comp if layout == "old" else root / "competitions" / comp
     comp_dir.mkdir(parents=True)
-    shutil.copy2(test_csv, comp_dir / "test.csv")
+    for f in (test_csv, *files):
+        shutil.copy2(f, comp_dir / Path(f).name)
     for key in ("code", "models"):
         src = Path(bundle[key]["path"])
         dst = root / src.name if layout == "old" else root / "datasets" / owner / src.name
@@ -732,3 +766,40 @@ def test_submission_kernel_runs_offline(layout, which, trained, tmp_path):
     weights = [0.7, 0.3] if which == "blend" else None
     want = predict(runs, test.excerpt.tolist(), weights, progress=False)
     assert np.abs(sub.target.to_numpy() - want).max() < 1e-4
+
+
+@pytest.mark.parametrize("which", ["trained_ell", "trained_tweets"])
+def test_the_submission_kernel_of_other_competitions_runs_offline(which, request, tmp_path):
+    """Six scores (values clipped to 1-5) and a binary label (the blend's F1 threshold), each in its
+    sample submission's columns and row order, by the real submission notebook with the internet off."""
+    from utils.predict import submit
+
+    t = request.getfixturevalue(which)
+    comp = t["comp"]
+    out = build(t["runs"], OWNER, tmp_path / "bundle", blend=t["blend"], notebooks=[submission_notebook(tmp_path)],
+                wheels=None)
+    assert out["competition"] == comp.slug and out["code"]["id"] == f"{OWNER}/{comp.kit_name}-code"
+    kernel = Path(out["kernels"][0]["path"])
+    meta = json.loads((kernel / "kernel-metadata.json").read_text())
+    assert meta["competition_sources"] == [comp.slug]
+    inp, work, cwd = tmp_path / "input", tmp_path / "working", tmp_path / "cwd"
+    _input_tree(inp, "new", out, t["test"], [t["data"] / comp.sample_submission])
+    work.mkdir()
+    cwd.mkdir()
+    py, env, prefix = _kernel_env(tmp_path / "k")
+    env.update(KAGGLE_INPUT_ROOT=str(inp), KAGGLE_WORKING_ROOT=str(work))
+    cmd = [*prefix, sys.executable, "-m", "papermill", str(kernel / meta["code_file"]),
+           str(tmp_path / "executed.ipynb"), "-k", "kit-offline", "--cwd", str(cwd), "--no-progress-bar"]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    sub = pd.read_csv(work / "submission.csv", dtype={comp.id_col: str})
+    sample = pd.read_csv(t["data"] / comp.sample_submission, dtype={comp.id_col: str})
+    assert list(sub.columns) == list(sample.columns) and sub[comp.id_col].tolist() == sample[comp.id_col].tolist()
+    runs = [Path(out["models"]["path"]) / r for r in out["models"]["runs"]]
+    want = submit(runs, t["test"], tmp_path / "want.csv", blend_json=Path(out["models"]["path"]) / "blend.json",
+                  progress=False)
+    if comp.submission_kind == "labels":
+        assert sub.equals(want)
+    else:
+        assert np.abs(sub.drop(columns=comp.id_col).to_numpy() - want.drop(columns=comp.id_col).to_numpy()).max() < 1e-4
+        assert sub.drop(columns=comp.id_col).stack().between(1.0, 5.0).all()

@@ -116,7 +116,7 @@ if __name__ == "__main__":
 # ----------------------------------------------------------------------------- the tests
 
 import pytest  # noqa: E402
-from test_kaggle import fake_notebooks, trained  # noqa: E402, F401 (trained: a fixture, reused)
+from test_kaggle import fake_notebooks, trained, trained_ell  # noqa: E402, F401 (fixtures, reused)
 
 from utils import bundle  # noqa: E402
 from utils import kaggle as kit  # noqa: E402
@@ -189,8 +189,14 @@ def _code_zip_names(data: bytes, tmp: Path) -> list:
     return zipfile.ZipFile(tmp / "z.zip").namelist()
 
 
-def test_every_printed_command_is_accepted_by_the_kaggle_cli(trained, tmp_path, capsys):  # noqa: F811
-    _, out = build_and_print(trained, tmp_path, capsys)
+@pytest.mark.parametrize("which", ["trained", "trained_ell"])
+def test_every_printed_command_is_accepted_by_the_kaggle_cli(which, request, tmp_path, capsys):
+    """For CommonLit and for another competition (the slug and the kit name from its runs)."""
+    from utils.predict import run_competition
+
+    runs = request.getfixturevalue(which)
+    comp = run_competition(runs["runs"][0])
+    _, out = build_and_print(runs, tmp_path, capsys)
     cmds = printed_commands(out)
     b = tmp_path / "b"
     kinds = [c[:2] for c in cmds]
@@ -264,7 +270,7 @@ def test_every_printed_command_is_accepted_by_the_kaggle_cli(trained, tmp_path, 
             assert body.get("machineShape") == meta.get("machine_shape")
             assert body.get("enableInternet", False) is meta["enable_internet"]
             assert body["datasetDataSources"] == meta["dataset_sources"]
-            assert body["competitionDataSources"] == ["commonlitreadabilityprize"]
+            assert body["competitionDataSources"] == [comp.slug]
             sent = json.loads(body["text"])  # the notebook, with its injected parameters
             assert [c["source"] for c in sent["cells"]] == [
                 "".join(c["source"]) for c in nb["cells"]
@@ -281,8 +287,8 @@ def test_every_printed_command_is_accepted_by_the_kaggle_cli(trained, tmp_path, 
                 k: last["body"].get(k)
                 for k in ("competitionName", "kernelSlug", "kernelVersion", "fileName")
             } == {
-                "competitionName": "commonlitreadabilityprize",
-                "kernelSlug": "commonlit-kit-submission",
+                "competitionName": comp.slug,
+                "kernelSlug": f"{comp.kit_name}-submission",
                 "kernelVersion": 1,
                 "fileName": "submission.csv",
             }

@@ -261,7 +261,8 @@ def read_blend(path, names) -> dict:
 
     try:
         blend = read_blend_json(path)
-        left_out = [r for r, w in zip(blend["runs"], blend["weights"]) if r not in names and w != 0]
+        left_out = [r for r, w in zip(blend["runs"], blend["weights"])
+                    if r not in names and any(x != 0 for x in (w if isinstance(w, list) else [w]))]
         if left_out:
             raise BundleError(
                 f"{path} gives weight to run(s) {', '.join(left_out)} that are not in "
@@ -271,7 +272,7 @@ def read_blend(path, names) -> dict:
         weights = normalize_weights(weights, len(names))
     except (DataError, ValueError) as e:
         raise BundleError(str(e)) from None
-    out = {**blend, "runs": list(names), "weights": [float(w) for w in weights]}
+    out = {**blend, "runs": list(names), "weights": weights.tolist()}
     if per_fold is not None:
         out["weights_per_fold"] = {str(k): w.tolist() for k, w in per_fold.items()}
     return out

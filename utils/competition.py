@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .cli import HelpFormatter
 from .metrics import METRICS
 
 # task -> (what the model is trained as, the default metric, what a submission holds)
@@ -370,12 +371,12 @@ def main(argv=None) -> int:
     """CLI: show a description, or infer one from a folder of CSVs."""
     from .data import DataError
 
-    p = argparse.ArgumentParser(prog="python -m utils.competition", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m utils.competition", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("show", help="print a built-in or saved description as JSON")
+    s = sub.add_parser("show", help="print a built-in or saved description as JSON", formatter_class=HelpFormatter)
     s.add_argument("competition", nargs="?", default=DEFAULT,
                    help=f"a built-in slug ({', '.join(BUILTIN)}) or a JSON file (default: %(default)s)")
-    i = sub.add_parser("init", help="infer a description from a competition's CSVs")
+    i = sub.add_parser("init", help="infer a description from a competition's CSVs", formatter_class=HelpFormatter)
     i.add_argument("--data", required=True, help="folder with the train, test and sample submission CSVs")
     i.add_argument("--out", required=True, help="the competition.json to write (check it before use)")
     args = p.parse_args(argv)

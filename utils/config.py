@@ -7,10 +7,10 @@ import dataclasses
 import functools
 import hashlib
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cli import HelpFormatter, cli_error  # noqa: F401 (cli_error: re-exported)
 from .pooling import POOLING_MODES
 
 FITS = ("head", "head_tail")  # how a text longer than max_len is cut to it (utils.batching)
@@ -262,15 +262,6 @@ def field_comments(cls) -> dict:
     return out
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Each option's help with its default, except an empty one (the comment says what empty means)."""
-
-    def _get_help_string(self, action):
-        if action.default in ("", (), None) or action.help is argparse.SUPPRESS:
-            return action.help
-        return super()._get_help_string(action)
-
-
 def add_fields(p: argparse.ArgumentParser, cls, required=(), lists=None, special=None) -> None:
     """One flag per field of the dataclass `cls`, --kebab-case, its comment as help and its
     default shown: booleans as --x/--no-x, `lists` ({name: item type}) with nargs="+", `special`
@@ -291,12 +282,6 @@ def add_fields(p: argparse.ArgumentParser, cls, required=(), lists=None, special
         else:
             p.add_argument(flag, type=type(f.default), default=f.default, required=f.name in required,
                            help=text)
-
-
-def cli_error(e: Exception) -> int:
-    """A user's error as the kit's CLIs print it: one line on stderr; the exit code, 2."""
-    print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
-    return 2
 
 
 def build_parser() -> argparse.ArgumentParser:

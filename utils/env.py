@@ -86,33 +86,40 @@ def dataset_dir(slug: str, owner: str | None = None, marker: str | None = None) 
 
 
 def competition_dir(data_dir: str | None = None, slug: str = COMPETITION) -> Path:
-    """The folder with train.csv/test.csv, looked up in one order everywhere (CLI, demo,
-    notebooks, tests, benchmarks): `data_dir` if given, $COMMONLIT_DATA, data/ at the project
-    root, then the competition attached under the Kaggle input."""
+    """The folder with a competition's train and test files, looked up in one order everywhere
+    (CLI, demo, notebooks, tests, benchmarks): `data_dir` if given, $COMMONLIT_DATA (CommonLit
+    Readability's), data/<slug>/ then (CommonLit) data/ at the project root (where `make data
+    COMPETITION=slug` downloads), then the competition attached under the Kaggle input."""
     if data_dir:
         path = Path(data_dir)
         if not path.is_dir():
             raise FileNotFoundError(f"data folder not found: {path}")
         return path
     tried = []
-    env = os.environ.get("COMMONLIT_DATA")
+    env = os.environ.get("COMMONLIT_DATA") if slug == COMPETITION else None
     if env:
         if not Path(env).is_dir():
             raise FileNotFoundError(f"COMMONLIT_DATA={env}: folder not found")
         return Path(env)
-    local = project_root() / "data"
-    if any((local / f).is_file() for f in DATA_FILES):
-        return local
-    tried.append(f"{local}/")
+    root = project_root() / "data"
+    for local in [root / slug] + ([root] if slug == COMPETITION else []):
+        if local.is_dir() and any(p.suffix == ".csv" for p in local.iterdir()):
+            return local
+        tried.append(f"{local}/")
     if detect() == "kaggle" or kaggle_input().is_dir():
         try:
-            return dataset_dir(slug, marker="test.csv")
+            found = dataset_dir(slug)
+            if any(found.glob("*.csv")):
+                return found
         except FileNotFoundError:
-            tried.append(f"{kaggle_input()}/")
+            pass
+        tried.append(f"{kaggle_input()}/")
+    where = "$COMMONLIT_DATA, " if slug == COMPETITION else ""
     raise FileNotFoundError(
-        f"competition data not found (looked in $COMMONLIT_DATA, {', '.join(tried)}): run "
-        "`make data` (Kaggle credentials needed), place train.csv, test.csv and "
-        "sample_submission.csv in data/ (see data/README.md), or set COMMONLIT_DATA to their folder"
+        f"{slug} data not found (looked in {where}{', '.join(tried)}): run "
+        f"`make data COMPETITION={slug}` (Kaggle credentials needed), place its CSVs in "
+        f"data/{slug}/ (see data/README.md), or pass the folder (--data / data_dir)"
+        + (", or set COMMONLIT_DATA to it" if slug == COMPETITION else "")
     )
 
 

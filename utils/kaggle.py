@@ -38,6 +38,7 @@ from .bundle import (
     BundleError,
     build,
 )
+from .cli import HelpFormatter
 from .wheels import WHEELS_DIR
 
 # How the `kaggle` console script enters the CLI: `python -m kaggle` fails before kaggle 2.1
@@ -205,9 +206,9 @@ def _mb(n: int) -> str:
 
 def main(argv=None, runner=subprocess.run) -> int:
     """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
-    p = argparse.ArgumentParser(prog="python -m utils.kaggle", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m utils.kaggle", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="write the datasets and kernels; print the kaggle commands")
+    b = sub.add_parser("build", help="write the datasets and kernels; print the kaggle commands", formatter_class=HelpFormatter)
     b.add_argument("--runs", nargs="+", required=True, help="run folders (each with fold*/)")
     b.add_argument("--owner", required=True, help="your Kaggle user name")
     b.add_argument("--out", required=True, help="folder to write the bundle into")

@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from .batching import Collator, TextDataset, sorted_batches
+from .cli import HelpFormatter
 from .competition import Competition, read_split
 from .config import cli_error
 from .data import DataError
@@ -341,16 +342,18 @@ def submit(runs, test_csv, out="submission.csv", weights=None, blend_json=None, 
 
 def main(argv=None) -> int:
     """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
-    p = argparse.ArgumentParser(prog="python -m utils.predict", description=__doc__.split("\n")[0])
-    p.add_argument("--test-csv", required=True)
+    p = argparse.ArgumentParser(prog="python -m utils.predict", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
+    p.add_argument("--test-csv", required=True, help="the competition's test file; its sample submission beside it "
+                   "sets the columns and row order")
     p.add_argument("--runs", nargs="+", required=True, help="run folders (each with fold*/)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--weights", nargs="+", type=float, help="one blend weight per run")
     g.add_argument("--blend", help="blend.json from the ensembling notebook")
-    p.add_argument("--out", default="submission.csv")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "fp16", "bf16"))
-    p.add_argument("--device", default=None)
+    p.add_argument("--out", default="submission.csv", help="the submission to write")
+    p.add_argument("--batch-size", type=int, default=64, help="texts per batch (sorted by length)")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "fp16", "bf16"),
+                   help="auto: fp16/bf16 autocast on a GPU, fp32 on CPU")
+    p.add_argument("--device", default=None, help="cuda, cpu, cuda:1, ... (empty: cuda when there is one)")
     args = p.parse_args(argv)
     timings: dict = {}
     try:

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .cli import HelpFormatter
 from .config import cli_error
 from .data import DataError, folds_fingerprint, pseudo_info_path, read_csv
 from .files import fold_dirs, run_names, write_csv, write_json
@@ -114,17 +115,17 @@ def make_pseudo(runs, texts: pd.DataFrame, text_col: str = "excerpt", weights=No
 
 def main(argv=None) -> int:
     """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
-    p = argparse.ArgumentParser(prog="python -m utils.pseudo", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m utils.pseudo", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
     p.add_argument("--runs", nargs="+", required=True, help="teacher run folders (same folds)")
     p.add_argument("--texts", required=True, help="CSV of texts to label (id + text column)")
     p.add_argument("--train-csv", required=True, help="the labelled data: its texts are dropped")
     p.add_argument("--out", required=True, help="pseudo-label CSV to write (+ its .json)")
-    p.add_argument("--text-col", default="excerpt")
+    p.add_argument("--text-col", default="excerpt", help="the text column of --texts and --train-csv")
     p.add_argument("--blend", help="blend.json: weights of the runs (default: equal)")
     p.add_argument("--max-std", type=float,
                    help="leave a text out of fold k when the runs' fold-k models disagree more "
                         "(standard deviation; needs two runs or more)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
     try:
         # Everything that can be checked on saved files comes before any model loads.

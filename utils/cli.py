@@ -1,0 +1,21 @@
+"""What every CLI of the kit shares (light: no torch): the help formatter and one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's help with its default, except an empty one (the help says what empty means)."""
+
+    def _get_help_string(self, action):
+        if action.default in ("", (), [], None, False) or action.help is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def cli_error(e: Exception) -> int:
+    """A user's error as the kit's CLIs print it: one line on stderr; the exit code, 2."""
+    print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+    return 2
