@@ -28,13 +28,14 @@
 # Leave `teachers` empty to only pretrain; leave `pretrain_model` empty to only pseudo-label.
 
 # %% tags=["parameters"]
+competition = ""  # without teachers: a built-in slug or competition.json; empty: commonlitreadabilityprize
 pretrain_model = "roberta-base"  # backbone to continue pretraining (hub name or folder); empty: none
 pretrain_epochs = 2
 pretrain_batch_size = 16
 pretrain_max_len = 256
 teachers = ["roberta-base-attention", "roberta-large-attention"]  # run names in runs_dir; [] for none
 blend_json = "blend.json"  # teacher weights, beside the runs (notebook 3); empty: equal weights
-texts_csv = ""  # CSV of excerpts to label (id, excerpt), e.g. an attached dataset; empty: test.csv
+texts_csv = ""  # CSV of texts to label (the test file's columns), e.g. an attached dataset; empty: the test file
 max_std = 0.0  # >0: a text leaves fold k when its fold-k teachers disagree more (sd), e.g. 0.3
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/)
 runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
@@ -77,11 +78,13 @@ import json
 import pandas as pd
 
 from utils import env, plots, pseudo
-from utils.data import read_csv
+from utils.competition import load_competition
+from utils.predict import run_competition
 from utils.pretrain import PretrainConfig, pretrain
 
-data = env.competition_dir(data_dir)
 root = env.runs_dir(runs_dir, models_dataset)
+comp = run_competition(root / teachers[0]) if teachers else load_competition(competition)
+data = env.competition_dir(data_dir, comp.slug)
 out = env.output_dir(out_dir, root)
 backbones = Path(backbones_dir) if backbones_dir else env.working_dir() / "backbones"
 print("data:", data, "| teachers:", root, "| writes:", out)
@@ -100,7 +103,8 @@ if backbone and (backbone / "pretrain.json").is_file():
     print(f"kept {backbone}, pretrained earlier (delete it to pretrain again)")
 elif backbone:
     info = pretrain(PretrainConfig(
-        texts=(str(data / "train.csv"), str(data / "test.csv")), model=pretrain_model,
+        texts=(str(data / comp.train_file), str(data / comp.test_file)), model=pretrain_model,
+        text_col=comp.text_cols[-1], id_col=comp.id_col,
         out=str(backbone), epochs=pretrain_epochs, batch_size=pretrain_batch_size,
         max_len=pretrain_max_len,
     ))
@@ -111,17 +115,18 @@ if backbone:
 # %% [markdown]
 # ## Pseudo-labels
 # `utils.pseudo` drops blank texts and texts already in train.csv, labels the rest with every fold
-# model of every teacher, and writes `pseudo.csv` (id, excerpt, per fold `target_fold{k}` and
-# `target_std_fold{k}`, then `target`, `target_std`) and `pseudo.json` (the folds it was made with:
-# training refuses it for others). Fold k's column uses only the teachers' fold-k models and
+# model of every teacher, and writes `pseudo.csv` (id, the text columns, per fold and output `O`
+# (each target, or each class's probability `prob_<label>`) `O_fold{k}` and `O_std_fold{k}`, then
+# `O`, `O_std`; on CommonLit `target_fold{k}`, ...) and `pseudo.json` (the folds it was made with:
+# training refuses it for others). Fold k's columns use only the teachers' fold-k models and
 # `blend.json`'s weights for fold k, both made without fold k's labels.
 
 # %%
-texts = Path(texts_csv) if texts_csv else data / "test.csv"
+texts = Path(texts_csv) if texts_csv else data / comp.test_file
 pseudo_csv = out / "pseudo.csv"
 if teachers:
     argv = ["--runs", *[str(root / t) for t in teachers], "--texts", str(texts),
-            "--train-csv", str(data / "train.csv"), "--out", str(pseudo_csv)]
+            "--train-csv", str(data / comp.train_file), "--out", str(pseudo_csv)]
     argv += ["--blend", str(root / blend_json)] if blend_json else []
     argv += ["--max-std", str(max_std)] if max_std else []
     assert pseudo.main(argv) == 0, "utils.pseudo stopped: see the error above"
@@ -134,10 +139,12 @@ if teachers:
 # %%
 if teachers:
     labels = pd.read_csv(pseudo_csv, dtype={"id": str})
-    train_target = read_csv(data / "train.csv")["target"]
-    fig = plots.pseudo_figure(labels, train_target, max_std or None)
+    info = json.loads(pseudo_csv.with_suffix(".json").read_text())
+    first = info["outputs"][0]  # the first target, or the first class's probability
+    train = pd.read_csv(data / comp.train_file)
+    fig = plots.pseudo_figure(labels, train[first] if first in train else None, max_std or None, first)
     plots.save_fig(fig, out / "figures" / "pseudo.png")
-    print(labels[["target", "target_std"]].describe().round(4).T.to_string())
+    print(labels[[c for o in info["outputs"] for c in (o, f"{o}_std")]].describe().round(4).T.to_string())
 
 # %% [markdown]
 # ## Next: train the students

@@ -152,3 +152,66 @@ def test_bad_training_input_names_the_file_column_and_rows(tmp_path, tiny_bert, 
     assert main(argv + ["--text-col", "essay"]) == 2
     assert_one_line_error(capsys.readouterr().err, "--text-col comes from the competition")
     assert not (tmp_path / "r" / "fold0").exists()
+
+
+@pytest.mark.parametrize("slug", ["feedback-prize-english-language-learning", "nlp-getting-started"])
+def test_pseudo_labels_per_target_and_per_class_probability_train_a_student(slug, tmp_path, tiny_bert, capsys):
+    """Teachers of six scores label every score; teachers of a classifier label each class's
+    probability (soft labels). Fold k's columns come from the teachers' fold-k models only, and
+    a student of the same competition trains on them."""
+    from utils import pseudo
+    from utils.ensemble import blend
+
+    data, comp, _ = train_on(slug, tmp_path / "d", tiny_bert, "a", seed=1)
+    run_cv(cfg_for(data / comp.train_file, tmp_path / "d" / "b", tiny_bert, competition=slug, max_steps=2,
+                   max_len=32, pooling="mean"))
+    runs = [tmp_path / "d" / "a", tmp_path / "d" / "b"]
+    ensemble.save_blend(tmp_path / "blend.json", ensemble.blend_report(runs))
+    texts = data / "texts.csv"
+    test = pd.read_csv(data / comp.test_file)
+    col = comp.text_cols[-1]  # texts the training data does not hold
+    test.assign(**{comp.id_col: [f"x{i}" for i in range(len(test))],
+                   col: [f"{t} Unseen sentence number {i}." for i, t in enumerate(test[col])]}).to_csv(texts, index=False)
+    out = tmp_path / "pseudo.csv"
+    argv = ["--runs", *map(str, runs), "--texts", str(texts), "--train-csv", str(data / comp.train_file),
+            "--blend", str(tmp_path / "blend.json"), "--out", str(out), "--no-progress"]
+    assert pseudo.main(argv) == 0
+    p = pd.read_csv(out, dtype={comp.id_col: str})
+    info = json.loads(out.with_suffix(".json").read_text())
+    names = info["outputs"]
+    if comp.model_task == "classification":
+        assert names == ["prob_0", "prob_1"]
+        assert np.allclose(p[["prob_0_fold0", "prob_1_fold0"]].sum(axis=1), 1, atol=1e-6)
+    else:
+        assert names == list(comp.target_cols)
+    from utils.competition import read_split
+
+    read = read_split(comp, texts, "test").set_index(comp.id_col).loc[p[comp.id_col]].reset_index()
+    per_run = [predict.predict_folds(r, comp.input_texts(read), progress=False) for r in runs]
+    blend_json = json.loads((tmp_path / "blend.json").read_text())
+    for k in (0, 1):
+        fold_k = np.stack([pr[k] for pr in per_run], axis=1)
+        expect = blend(fold_k, blend_json["weights_per_fold"][str(k)])
+        assert np.allclose(p[[f"{o}_fold{k}" for o in names]].to_numpy(), expect, atol=1e-6)
+    student = run_cv(cfg_for(data / comp.train_file, tmp_path / "d" / "student", tiny_bert, competition=slug,
+                             max_steps=2, max_len=32, pseudo_csv=str(out), pseudo_weight=0.5))
+    history = json.loads((tmp_path / "d" / "student" / "fold0" / "history.json").read_text())
+    assert history["n_pseudo"] == len(p) and np.isfinite(student["cv"])
+
+
+def test_a_pseudo_file_of_an_unseen_class_is_refused_in_one_line(tmp_path, tiny_bert, capsys):
+    from utils.train import main
+
+    slug = "nlp-getting-started"
+    data, comp, _ = train_on(slug, tmp_path / "d", tiny_bert)
+    bad = pd.DataFrame({"id": ["p0", "p1"], "keyword": "", "text": ["a fire", "calm"],
+                        "prob_0": [0.5, 0.2], "prob_1": [0.3, 0.3], "prob_2": [0.2, 0.5]})
+    bad.to_csv(tmp_path / "p.csv", index=False)
+    argv = ["--train-csv", str(data / "train.csv"), "--out", str(tmp_path / "s"), "--model", tiny_bert,
+            "--competition", slug, "--folds", "2", "--max-steps", "1", "--pseudo-csv", str(tmp_path / "p.csv")]
+    assert main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "p.csv has columns prob_2", "outputs are prob_0, prob_1")
+    bad.drop(columns="prob_2").assign(prob_1=[0.3, 1.7]).to_csv(tmp_path / "p.csv", index=False)
+    assert main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "p.csv: column 'prob_1' is not a probability in [0, 1] at row 3 (id p1)")
+    assert not (tmp_path / "s" / "fold0").exists()

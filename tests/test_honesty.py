@@ -269,8 +269,8 @@ def test_saved_metadata_is_checked_before_any_model_loads(twins, tmp_path, monke
     argv = ["--runs", str(run), str(clf), "--texts", str(twins / "texts.csv"), "--train-csv",
             str(twins / "same" / "train.csv"), "--out", str(tmp_path / "p.csv")]
     assert pseudo.main(argv) == 2
-    assert_one_line_error(capsys.readouterr().err, "clf predicts classification",
-                          "single regression target")
+    assert_one_line_error(capsys.readouterr().err, "clf predicts task 'classification'",
+                          "only runs of the same task and targets blend")
     argv = ["--test-csv", str(twins / "texts.csv"), "--runs", str(run), str(clf), "--out", str(tmp_path / "s.csv")]
     assert predict.main(argv) == 2
     assert_one_line_error(capsys.readouterr().err, "clf predicts task 'classification'")

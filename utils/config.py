@@ -72,7 +72,7 @@ class TrainConfig:
     precision: str = "auto"  # auto = bf16/fp16 AMP on CUDA, fp32 on CPU; or fp32 | fp16 | bf16
     group_by_length: bool = True  # shuffled batches of similar length (less padding)
     # --- pseudo-labels (python -m utils.pseudo) ---
-    pseudo_csv: str = ""  # extra rows for every fold's training side; fold k uses target_fold{k}
+    pseudo_csv: str = ""  # extra rows for every fold's training side; fold k uses its O_fold{k} columns
     pseudo_weight: float = 1.0  # weight of a pseudo row's loss when mixed with the real rows
     pseudo_epochs: int = 0  # >0: first this many epochs on pseudo rows alone, then the real rows
     # --- evaluation ---
@@ -115,9 +115,8 @@ class TrainConfig:
             raise ValueError("layers, grad_accum and batch_size must be >= 1")
         if self.pseudo_epochs and not self.pseudo_csv:
             raise ValueError("--pseudo-epochs needs --pseudo-csv")
-        if self.pseudo_csv and (self.task != "regression" or len(self.target_cols) != 1
-                                or self.loss == "se"):
-            raise ValueError("--pseudo-csv needs a single regression target and loss mse or rmse")
+        if self.pseudo_csv and self.loss == "se":
+            raise ValueError("--pseudo-csv needs loss mse or rmse (pseudo rows have no standard error)")
         if self.pseudo_weight < 0:
             raise ValueError(f"pseudo_weight must be >= 0, got {self.pseudo_weight}")
 

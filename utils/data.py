@@ -204,25 +204,43 @@ def pseudo_info_path(pseudo_csv) -> Path:
     return Path(pseudo_csv).with_suffix(".json")
 
 
-def read_pseudo(path, text_col: str, fingerprint: str, folds) -> tuple[pd.DataFrame, bool]:
-    """Pseudo-labelled rows and whether they carry one target per fold (`target_fold{k}`, made by
-    models that never saw fold k's validation rows) or only `target` (then the CV is optimistic).
+def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
+                id_col: str = "id") -> tuple[pd.DataFrame, bool]:
+    """Pseudo-labelled rows and whether they carry one label per fold and output (`O_fold{k}`,
+    made by models that never saw fold k's validation rows) or only `O` (then the CV is
+    optimistic). `outputs`: the run's targets, or prob_<label> per class; `text_col`: a column,
+    or the competition's text columns.
 
-    `folds`: the folds to be trained, each needing its column when there are fold columns.
-    Refuses NaN targets, and fold columns made with other folds than `fingerprint`'s. An empty
-    fold cell is a text left out of that fold by utils.pseudo's --max-std (allowed only when the
-    .json twin says the filter ran); training drops it from that fold.
+    `folds`: the folds to be trained, each needing its columns when there are fold columns.
+    Refuses NaN labels, probabilities outside [0, 1] (e.g. a class the run does not know), and
+    fold columns made with other folds than `fingerprint`'s. An empty fold cell is a text left out
+    of that fold by utils.pseudo's --max-std (allowed only when the .json twin says the filter
+    ran); training drops it from that fold.
     """
     import json
 
     path = Path(path)
+    text_cols = (text_col,) if isinstance(text_col, str) else tuple(text_col)
     head = pd.read_csv(path, nrows=0, encoding="utf-8-sig") if path.is_file() else None
     if head is None:
         raise DataError(f"{path}: file not found")
-    per_fold = any(str(c).startswith("target_fold") for c in head.columns)
+    per_fold = any(str(c).startswith(f"{outputs[0]}_fold") for c in head.columns)
     if not per_fold:
-        return read_csv(path, text_col, ("target",), "id"), False
-    fold_cols = tuple(f"target_fold{k}" for k in folds)
+        missing = [o for o in outputs if o not in head.columns]
+        unknown = [c for c in head.columns if str(c).startswith("prob_") and c not in outputs]
+        if missing or unknown:
+            raise DataError(f"{path.name} has {'no ' + ', '.join(missing) if missing else 'columns ' + ', '.join(unknown)}"
+                            f": this run's outputs are {', '.join(outputs)}")
+        df = check_frame(load_csv(path, id_col), path.name, text_cols, tuple(outputs), id_col)
+        _check_probabilities(df, path.name, [o for o in outputs if o.startswith("prob_")], id_col)
+        return df, False
+    unknown = sorted({str(c).rsplit("_fold", 1)[0] for c in head.columns if "_fold" in str(c)
+                      and not str(c).rsplit("_fold", 1)[0].endswith("_std")} - set(outputs))
+    if unknown:
+        raise DataError(f"{path.name} has labels for {', '.join(unknown)}, which this run does not "
+                        f"predict (its outputs: {', '.join(outputs)}): pseudo-labels come from teachers "
+                        "of the same competition and targets")
+    fold_cols = tuple(f"{o}_fold{k}" for k in folds for o in outputs)
     missing = [c for c in fold_cols if c not in head.columns]
     if missing:
         raise DataError(f"{path.name} has no {', '.join(missing)}: it was made by runs without "
@@ -237,7 +255,7 @@ def read_pseudo(path, text_col: str, fingerprint: str, folds) -> tuple[pd.DataFr
                         f"than this run's ({fingerprint}): its fold columns would leak validation "
                         "rows; make it from runs trained on this run's folds (same --fold-seed or "
                         "--folds-csv)")
-    df = read_csv(path, text_col, (), "id")
+    df = check_frame(load_csv(path, id_col), path.name, text_cols, (), id_col)
     filtered = info.get("max_std") is not None
     for col in fold_cols:
         raw = df[col]
@@ -248,4 +266,14 @@ def read_pseudo(path, text_col: str, fingerprint: str, folds) -> tuple[pd.DataFr
             raise DataError(f"{path.name}: column {col!r} is not a finite number at "
                             f"{_rows(df, bad, 'id')}")
         df[col] = values
+    _check_probabilities(df, path.name, [c for c in fold_cols if c.startswith("prob_")], id_col)
     return df, True
+
+
+def _check_probabilities(df: pd.DataFrame, name: str, cols, id_col: str) -> None:
+    """Class probabilities are numbers in [0, 1]; an empty cell (a text left out) passes."""
+    for col in cols:
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+        bad = (values < 0) | (values > 1) | (np.isnan(values) & df[col].notna().to_numpy())
+        if bad.any():
+            raise DataError(f"{name}: column {col!r} is not a probability in [0, 1] at {_rows(df, bad, id_col)}")

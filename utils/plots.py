@@ -301,26 +301,26 @@ def prediction_hist(preds, train_target=None):
 
 
 @styled
-def pseudo_figure(pseudo: pd.DataFrame, train_target=None, max_std=None):
-    """Pseudo-labels from utils.pseudo: their targets (beside the training target, if given) and
-    target_std, how much the teachers' fold models disagree (the `max_std` cut, if given)."""
+def pseudo_figure(pseudo: pd.DataFrame, train_target=None, max_std=None, output: str = "target"):
+    """Pseudo-labels from utils.pseudo of one output (a target, or prob_<label>): their values
+    (beside the training target, if given) and their spread, how much the teachers' fold models
+    disagree (the `max_std` cut, if given)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
     bins = min(40, max(5, len(pseudo) // 3))
     if train_target is not None:
         a.hist(train_target, bins=40, density=True, alpha=0.4, color="#98c1d9", label="train target")
-    a.hist(pseudo["target"], bins=bins, density=True, alpha=0.75, color=NEUTRAL_COLOR,
+    a.hist(pseudo[output], bins=bins, density=True, alpha=0.75, color=NEUTRAL_COLOR,
            label=f"pseudo-labels (n={len(pseudo)})")
-    a.set(title="Pseudo-labels vs the training target", xlabel="target  (← harder · easier →)",
-          ylabel="density")
+    a.set(title=f"Pseudo-labels vs the training target ({output})", xlabel=output, ylabel="density")
     a.legend(frameon=False)
     # The spread --max-std filters on: per fold, over the teachers' fold-k models (zero with one
     # teacher: then the spread over every fold model, which no filter uses).
-    per_fold = [c for c in pseudo.columns if str(c).startswith("target_std_fold")]
+    per_fold = [c for c in pseudo.columns if str(c).startswith(f"{output}_std_fold")]
     values = pseudo[per_fold].to_numpy().ravel() if per_fold else np.zeros(0)
     if values.size and np.nanmax(values) > 0:
         std, title, unit = pd.Series(values).dropna(), "sd of the fold-k models, per fold", "texts x folds"
     else:
-        std, title, unit = pseudo["target_std"], "sd over every fold model", "texts"
+        std, title, unit = pseudo[f"{output}_std"], "sd over every fold model", "texts"
     b.hist(std, bins=bins, color=HARD_COLOR, alpha=0.8, edgecolor="white")
     b.axvline(std.median(), color="black", ls="--", lw=1.2, label=f"median {std.median():.3f}")
     if max_std:

@@ -5,15 +5,19 @@ never saw fold k's validation rows.
         --train-csv data/train.csv --out pseudo.csv [--blend blend.json] [--max-std 0.3]
     python -m utils.train ... --pseudo-csv pseudo.csv [--pseudo-epochs 1 | --pseudo-weight 0.5]
 
+Any competition the teachers were trained for: the texts are read as its test file is (its id
+and text columns), and every output gets its columns: the target (one regression target), each
+target of several (per target), or each class's probability `prob_<label>` (soft labels).
 Writes OUT and OUT's .json twin (the folds it was made with: training refuses the file for other
-folds; the runs, the weights and what was dropped). OUT's columns: id, the text column, and per
-fold k
-- target_fold{k}: the blend of the runs' fold-k models, with blend.json's weights_per_fold[k]
+folds; the runs, the weights and what was dropped). OUT's columns: id, the text columns, and per
+fold k and output O
+- O_fold{k}: the blend of the runs' fold-k models, with blend.json's weights_per_fold[k]
   (fitted without fold k's rows); empty where --max-std left the text out of fold k;
-- target_std_fold{k}: the spread of the runs' fold-k models (how much the teachers disagree, seen
-  only by models that never saw fold k's validation rows: what --max-std filters fold k on);
-then target (the mean of the fold columns) and target_std (the spread over every fold model, for
-figures only: fold j's models saw fold k's validation rows, so no fold's rows are chosen by it).
+- O_std_fold{k}: the spread of the runs' fold-k models (how much the teachers disagree, seen
+  only by models that never saw fold k's validation rows: what --max-std filters fold k on, on
+  every output);
+then O (the mean of the fold columns) and O_std (the spread over every fold model, for figures
+only: fold j's models saw fold k's validation rows, so no fold's rows are chosen by it).
 """
 
 from __future__ import annotations
@@ -27,10 +31,19 @@ import numpy as np
 import pandas as pd
 
 from .cli import HelpFormatter
+from .competition import read_split
 from .config import cli_error
-from .data import DataError, folds_fingerprint, pseudo_info_path, read_csv
+from .data import DataError, folds_fingerprint, pseudo_info_path
+from .eda import plain_texts
 from .files import fold_dirs, run_names, write_csv, write_json
-from .predict import blank_texts, blend_weights, normalize_weights, predict_folds, run_spec
+from .predict import (
+    blank_texts,
+    blend_weights,
+    check_runs_agree,
+    normalize_weights,
+    predict_folds,
+    run_competition,
+)
 
 
 def normalized(text: str) -> str:
@@ -54,13 +67,17 @@ def teachers_folds(runs) -> tuple[list, str]:
     return ref
 
 
-def check_teachers(runs) -> None:
-    """Every teacher predicts one regression target: read from the saved configs, no model loaded."""
-    for run in runs:
-        spec = run_spec(run)
-        if spec.get("task") != "regression" or spec.get("num_outputs") != 1:
-            raise DataError(f"{run} predicts {spec.get('task')} {list(spec.get('target_names', []))}: "
-                            "pseudo-labels come from runs with a single regression target")
+def outputs(spec: dict) -> list:
+    """The names of a run's outputs as pseudo-label columns: its targets (regression) or
+    prob_<label> per class (classification)."""
+    names = [str(n) for n in spec["target_names"]]
+    return names if spec["task"] == "regression" else [f"prob_{n}" for n in names]
+
+
+def check_teachers(runs) -> list:
+    """The teachers' common outputs: the same task and targets for all (read from the saved
+    configs, no model loaded); an error naming the run that differs."""
+    return outputs(check_runs_agree(runs))
 
 
 def check_max_std(runs, max_std) -> None:
@@ -71,39 +88,49 @@ def check_max_std(runs, max_std) -> None:
                         "k's validation rows (one run has one fold-k model, so no spread)")
 
 
-def make_pseudo(runs, texts: pd.DataFrame, text_col: str = "excerpt", weights=None,
+def make_pseudo(runs, texts: pd.DataFrame, text_cols=("excerpt",), weights=None,
                 progress: bool = True, fold_weights: dict | None = None,
-                max_std: float | None = None) -> pd.DataFrame:
-    """id, text, target_fold{k}, target_std_fold{k}, target, target_std for `texts` (ids and
-    texts), from `runs`.
+                max_std: float | None = None, comp=None) -> pd.DataFrame:
+    """The id column, the text columns, O_fold{k}, O_std_fold{k}, O, O_std per output O, for `texts` (ids
+    and text columns, read as the competition `comp` (default: the runs') reads them), from `runs`.
 
-    Fold k's column uses only the runs' fold-k models, blended with `fold_weights[k]` (weights
-    fitted without fold k's rows; else `weights`); `max_std` blanks fold k's label of a text whose
-    fold-k models disagree more (needs two runs or more), and drops texts left with no label.
+    Fold k's columns use only the runs' fold-k models, blended with `fold_weights[k]` (weights
+    fitted without fold k's rows, one per run or one per run and target; else `weights`);
+    `max_std` blanks fold k's labels of a text whose fold-k models disagree more on any output
+    (needs two runs or more), and drops texts left with no label.
     """
+    from .ensemble import blend
+
     folds, _ = teachers_folds(runs)
-    check_teachers(runs)
+    names = check_teachers(runs)
     check_max_std(runs, max_std)
-    values = texts[text_col].tolist()
+    comp = comp or run_competition(runs[0])
+    text_cols = list(comp.text_cols)
+    values = comp.input_texts(texts)
     per_run = [predict_folds(run, values, progress=progress) for run in runs]
-    out = pd.DataFrame({"id": texts["id"].astype(str).to_numpy(), text_col: values})
+    out = pd.DataFrame({comp.id_col: texts[comp.id_col].astype(str).to_numpy()})  # as the test file
+    for c in text_cols:
+        out[c] = texts[c].to_numpy()
     overall = normalize_weights(weights, len(runs))
     for k in folds:
         # A fold the blend did not cover (its runs shared other folds): the overall weights were
         # fitted without its rows.
         w = (fold_weights or {}).get(k, overall)
-        fold_k = np.stack([preds[k][:, 0] for preds in per_run], axis=1)  # (N, runs)
-        label, spread = fold_k @ w, fold_k.std(axis=1)
+        fold_k = np.stack([preds[k] for preds in per_run], axis=1)  # (N, runs, outputs)
+        label, spread = blend(fold_k, w), fold_k.std(axis=1)
         if max_std is not None:
-            label = np.where(spread <= max_std, label, np.nan)
-        out[f"target_fold{k}"], out[f"target_std_fold{k}"] = label, spread
-    fold_cols = [f"target_fold{k}" for k in folds]
-    out["target"] = out[fold_cols].mean(axis=1)  # NaN-skipping: the folds that kept the text
-    every_model = np.stack([p[:, 0] for preds in per_run for p in preds.values()], axis=1)
-    out["target_std"] = every_model.std(axis=1)
+            label[~(spread <= max_std).all(axis=1)] = np.nan
+        for j, o in enumerate(names):
+            out[f"{o}_fold{k}"], out[f"{o}_std_fold{k}"] = label[:, j], spread[:, j]
+    every_model = np.stack([p for preds in per_run for p in preds.values()], axis=1)
+    for j, o in enumerate(names):
+        out[o] = out[[f"{o}_fold{k}" for k in folds]].mean(axis=1)  # NaN-skipping: folds that kept it
+        out[f"{o}_std"] = every_model[:, :, j].std(axis=1)
+    first = [f"{names[0]}_fold{k}" for k in folds]  # a fold keeps or drops all outputs of a text
+    fold_cols = first
     empty = [k for k, col in zip(folds, fold_cols) if out[col].isna().all()]
     if empty == folds:
-        smallest = min(out[f"target_std_fold{k}"].min() for k in folds)
+        smallest = min(out[[f"{o}_std_fold{k}" for o in names]].max(axis=1).min() for k in folds)
         raise DataError(f"--max-std {max_std:g} leaves none of the {len(out)} texts in any fold "
                         f"(the smallest spread is {smallest:.3g}): nothing written; raise --max-std")
     if empty:
@@ -117,10 +144,10 @@ def main(argv=None) -> int:
     """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
     p = argparse.ArgumentParser(prog="python -m utils.pseudo", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
     p.add_argument("--runs", nargs="+", required=True, help="teacher run folders (same folds)")
-    p.add_argument("--texts", required=True, help="CSV of texts to label (id + text column)")
+    p.add_argument("--texts", required=True, help="CSV of texts to label: the id and text columns of "
+                   "the teachers' competition, as in its test file")
     p.add_argument("--train-csv", required=True, help="the labelled data: its texts are dropped")
     p.add_argument("--out", required=True, help="pseudo-label CSV to write (+ its .json)")
-    p.add_argument("--text-col", default="excerpt", help="the text column of --texts and --train-csv")
     p.add_argument("--blend", help="blend.json: weights of the runs (default: equal)")
     p.add_argument("--max-std", type=float,
                    help="leave a text out of fold k when the runs' fold-k models disagree more "
@@ -130,7 +157,8 @@ def main(argv=None) -> int:
     try:
         # Everything that can be checked on saved files comes before any model loads.
         folds, fingerprint = teachers_folds(args.runs)
-        check_teachers(args.runs)
+        names = check_teachers(args.runs)
+        comp = run_competition(args.runs[0])
         run_names(args.runs)
         weights, fold_weights = blend_weights(args.blend, args.runs) if args.blend else (None, None)
         if args.blend and fold_weights is None:
@@ -138,26 +166,28 @@ def main(argv=None) -> int:
                   "fold, honest only if they were not fitted on these runs' out-of-fold rows",
                   file=sys.stderr)
         check_max_std(args.runs, args.max_std)
-        texts = read_csv(args.texts, args.text_col, (), "id", blank="dropped (nothing to label)")
-        train = read_csv(args.train_csv, args.text_col, (), "id")
-        blank = blank_texts(texts[args.text_col].tolist())
-        known = set(map(normalized, train[args.text_col]))
-        dup = texts[args.text_col].map(normalized).isin(known).to_numpy() & ~blank
+        texts = read_split(comp, args.texts, "test", blank="dropped (nothing to label)")
+        train = read_split(comp, args.train_csv, "train")
+        plain = plain_texts(comp.input_texts(texts))
+        blank = blank_texts(plain)
+        known = set(map(normalized, plain_texts(comp.input_texts(train))))
+        dup = np.array([normalized(t) in known for t in plain]) & ~blank
         texts = texts[~blank & ~dup].reset_index(drop=True)
         print(f"{Path(args.texts).name}: {int(dup.sum())} texts already in "
               f"{Path(args.train_csv).name} dropped, {int(blank.sum())} blank dropped, "
               f"{len(texts)} to label")
         if len(texts) == 0:
             raise DataError(f"{Path(args.texts).name}: no text left to label")
-        out = make_pseudo(args.runs, texts, args.text_col, weights, not args.no_progress,
-                          fold_weights, args.max_std)
+        out = make_pseudo(args.runs, texts, comp.text_cols, weights, not args.no_progress,
+                          fold_weights, args.max_std, comp)
         n_labelled = len(texts)
-        kept = {k: int(out[f"target_fold{k}"].notna().sum()) for k in folds}
+        kept = {k: int(out[f"{names[0]}_fold{k}"].notna().sum()) for k in folds}
         if args.max_std is not None:
             print(f"--max-std {args.max_std:g} on each fold's own models: "
                   + ", ".join(f"fold {k} keeps {n}" for k, n in kept.items())
                   + f"; {n_labelled - len(out)} texts dropped from every fold, {len(out)} kept")
-        info = {"folds": folds, "folds_fingerprint": fingerprint,
+        info = {"folds": folds, "folds_fingerprint": fingerprint, "outputs": names,
+                "competition": comp.slug,
                 "runs": run_names(args.runs),
                 "weights": normalize_weights(weights, len(args.runs)).tolist(),
                 "weights_per_fold": ({str(k): w.tolist() for k, w in fold_weights.items()}

@@ -142,7 +142,12 @@ def compute_loss(cfg: TrainConfig, preds: torch.Tensor, y: torch.Tensor, weight=
     per-row weights of a mean squared error (pseudo rows mixed with real ones)."""
     preds = preds.float()
     if cfg.task == "classification":
-        return F.cross_entropy(preds, y.long())
+        # Class ids (B,), or class probabilities (B, K): soft pseudo-labels, the real rows one-hot.
+        logp = F.log_softmax(preds, -1)
+        per_row = -(y * logp).sum(1) if y.ndim == 2 else F.nll_loss(logp, y.long(), reduction="none")
+        if weight is None:
+            return per_row.mean()
+        return (weight * per_row).sum() / weight.sum().clamp(min=1e-8)
     t = len(cfg.target_cols)
     if cfg.loss == "se":
         # KL(N(target, se) || N(pred, se)) = (pred - target)^2 / (2 se^2): the model is trained
@@ -265,13 +270,20 @@ def predict_loader(model, loader, accelerator, n: int, task: str) -> np.ndarray:
     return result
 
 
-def pseudo_rows(cfg: TrainConfig, pseudo, fold: int):
-    """(texts, (P, 1) targets) of the pseudo-labels fold `fold` trains on: its own column
-    target_fold{k} (models that never saw its validation rows), else the shared `target`."""
+def pseudo_outputs(cfg: TrainConfig, labels=None) -> list:
+    """The pseudo-label columns a run reads: its targets, or prob_<label> per class."""
+    return [f"prob_{lab}" for lab in labels] if cfg.task == "classification" else list(cfg.target_cols)
+
+
+def pseudo_rows(cfg: TrainConfig, pseudo, fold: int, labels=None):
+    """(texts, (P, outputs) targets) of the pseudo-labels fold `fold` trains on: its own columns
+    O_fold{k} (models that never saw its validation rows), else the shared O columns; class
+    probabilities for a classifier (soft labels)."""
+    cfg, comp = resolve(cfg)
     df, per_fold = pseudo
-    col = f"target_fold{fold}" if per_fold else "target"
-    df = df[df[col].notna()]  # left out of this fold by utils.pseudo --max-std
-    return df[cfg.text_col].tolist(), df[[col]].to_numpy(dtype=np.float32)
+    cols = [f"{o}_fold{fold}" if per_fold else o for o in pseudo_outputs(cfg, labels)]
+    df = df[df[cols].notna().all(axis=1)]  # left out of this fold by utils.pseudo --max-std
+    return comp.input_texts(df), df[cols].to_numpy(dtype=np.float32)
 
 
 def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator,
@@ -296,7 +308,9 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     train_texts, train_y, weights, pseudo_ds = [texts[i] for i in tr], y[tr], None, None
     p_texts = []
     if pseudo is not None:
-        p_texts, p_y = pseudo_rows(cfg, pseudo, fold)
+        p_texts, p_y = pseudo_rows(cfg, pseudo, fold, labels)
+        if labels is not None:  # soft labels: the real rows' classes as one-hot probabilities
+            train_y = np.eye(len(labels), dtype=np.float32)[train_y.astype(int)]
         if cfg.pseudo_epochs:
             pseudo_ds = TextDataset(p_texts, tokenizer, cfg.max_len, p_y, fit=cfg.fit)
         else:
@@ -322,7 +336,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     model = TextModel.from_backbone(
         cfg.model, spec, cfg.backbone_dropout, cfg.reinit_layers, cfg.gradient_checkpointing
     )
-    ydtype = torch.long if cfg.task == "classification" else torch.float32
+    ydtype = torch.long if cfg.task == "classification" and pseudo is None else torch.float32
     collate = Collator(tokenizer.pad_token_id or 0, 8, ydtype)
     procs = accelerator.num_processes
 
@@ -590,9 +604,11 @@ def run_cv(cfg: TrainConfig) -> dict:
     pseudo = None
     if cfg.pseudo_csv:
         fingerprint = folds_fingerprint(df[cfg.id_col], folds)
-        pseudo = read_pseudo(cfg.pseudo_csv, cfg.text_col, fingerprint, todo)
+        outputs = pseudo_outputs(cfg, class_labels(cfg, df) if cfg.task == "classification" else None)
+        pseudo = read_pseudo(cfg.pseudo_csv, comp.text_cols, fingerprint, todo, outputs, comp.id_col)
         if not pseudo[1]:
-            accelerator.print(f"warning: {Path(cfg.pseudo_csv).name} has only 'target', no target_fold{{k}}: "
+            accelerator.print(f"warning: {Path(cfg.pseudo_csv).name} has only '{outputs[0]}', no "
+                              f"{outputs[0]}_fold{{k}}: "
                               "each fold trains on labels from models that saw its validation rows, "
                               "so the CV is optimistic")
         accelerator.print(f"{len(pseudo[0])} pseudo-labelled rows join every fold's training side "
