@@ -194,3 +194,32 @@ def test_batch_orders():
     assert len(two) == 64 and list(two) == first + first[:1]
     assert deal_evenly([[1], [2], [3]], 4) == [[1], [2], [3], [1]]
     assert deal_evenly([[1]], 3) == [[1], [1], [1]] and deal_evenly([[1], [2]], 1) == [[1], [2]]
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+def test_sliding_windows_cover_every_token_of_a_long_text(kind, tiny_bert, tiny_roberta):
+    from utils.batching import TextDataset, encode_windows
+
+    tok = load_tokenizer(tiny_bert if kind == "bert" else tiny_roberta)
+    vocab = "the cat sat on a mat while dog ran home".split()
+    long = " ".join(vocab[i % 10] + str(i % 7) for i in range(90))
+    texts = ["the cat sat", long]
+    wins, owner, n_cut = encode_windows(texts, tok, 16)
+    full = tok(long, verbose=False)["input_ids"]
+    body = full[1:-1]
+    assert n_cut == 1 and owner[0] == 0 and wins[0] == tok("the cat sat")["input_ids"]
+    mine = [w for w, o in zip(wins, owner) if o == 1]
+    assert all(len(w) <= 16 and w[0] == full[0] and w[-1] == full[-1] for w in mine)
+    assert mine[0][1:-1] == body[:14] and mine[-1][1:-1] == body[-14:]  # from the start to the end
+    # 14 tokens of room, 7 apart, the last window ending at the text's end: every token read
+    starts = list(range(0, len(body) - 14 + 1, 7))
+    starts += [len(body) - 14] if starts[-1] + 14 < len(body) else []
+    assert [w[1:-1] for w in mine] == [body[s:s + 14] for s in starts]
+    assert set().union(*(range(s, s + 14) for s in starts)) == set(range(len(body)))
+    pair_wins, pair_owner, _ = encode_windows([("the cat", long)], tok, 24)
+    question = tok("the cat", long, verbose=False)["input_ids"][:4 if kind == "bert" else 5]
+    assert len(pair_wins) > 1 and all(w[:len(question)] == question for w in pair_wins)  # the question in each
+    ds = TextDataset(texts, tok, 16, targets=[[1.0], [2.0]], fit="windows")
+    assert len(ds) == len(wins) and ds.n_texts == 2 and ds[len(ds) - 1]["target"].tolist() == [2.0]
+    pred = np.arange(len(ds), dtype=float)[:, None]
+    assert ds.per_text(pred)[:, 0].tolist() == [0.0, float(np.mean(np.arange(1, len(ds))))]

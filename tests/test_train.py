@@ -319,8 +319,30 @@ def test_head_tail_fitting_is_saved_with_the_run_and_used_in_prediction(tiny_csv
     head = predict_model(model, tok, texts, 12, fit="head")[:, 0]
     assert np.allclose(predict_run(tmp_path / "r", texts, progress=False), tail, atol=1e-6)
     assert not np.allclose(tail, head)  # the fitting matters, and prediction used the run's own
-    with pytest.raises(ValueError, match="unknown fit 'middle'; valid: head, head_tail"):
+    with pytest.raises(ValueError, match="unknown fit 'middle'; valid: head, head_tail, windows"):
         cfg_for(tiny_csv, tmp_path / "x", tiny_bert, fit="middle")
+
+
+def test_sliding_windows_train_validate_and_predict_as_the_mean_of_the_windows(tiny_csv, tiny_bert, tmp_path, capsys):
+    import torch
+
+    from utils.batching import Collator, encode_windows
+    from utils.model import TextModel
+    from utils.predict import predict_run
+
+    run_cv(cfg_for(tiny_csv, tmp_path / "r", tiny_bert, max_len=12, fit="windows", only_folds=(0,), max_steps=2))
+    assert "read in overlapping windows, predictions averaged" in capsys.readouterr().out
+    texts = pd.read_csv(tiny_csv).excerpt.tolist()[:6]
+    model, tok = TextModel.load(tmp_path / "r" / "fold0")
+    wins, owner, _ = encode_windows(texts, tok, 12)
+    assert len(wins) > len(texts)
+    batch = Collator(tok.pad_token_id or 0)([{"input_ids": w, "index": i} for i, w in enumerate(wins)])
+    with torch.no_grad():  # every window predicted alone
+        alone = model.eval()(batch["input_ids"], batch["attention_mask"]).float().numpy()[:, 0]
+    mean = [alone[np.asarray(owner) == i].mean() for i in range(len(texts))]
+    assert np.allclose(predict_run(tmp_path / "r", texts, progress=False), mean, atol=1e-4)
+    oof = pd.read_csv(tmp_path / "r" / "oof.csv")
+    assert len(oof) == 30 and oof["pred"].notna().all()  # one validation row per text, not per window
 
 
 @pytest.mark.parametrize("cli", ["train", "pretrain"])

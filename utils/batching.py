@@ -5,7 +5,54 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .config import FITS
+
+def _tokenize(texts, tokenizer):
+    """(texts as a list, whether they are pairs, the tokenizer's whole encoding, no truncation)."""
+    texts = list(texts)
+    pairs = bool(texts) and isinstance(texts[0], (tuple, list))
+    first = [str(t[0]) if pairs else str(t) for t in texts]
+    second = [str(t[1]) for t in texts] if pairs else None
+    return texts, pairs, tokenizer(first, second, truncation=False, verbose=False)
+
+
+def _parts(seq, pairs: bool, max_len: int) -> tuple[list, list]:
+    """(positions kept whole: special tokens and, for a pair, the first text capped at half the
+    room; positions of the text that is fitted: the only text, or a pair's second)."""
+    fitted = 1 if pairs else 0
+    keep = [j for j, s_ in enumerate(seq) if s_ != fitted]
+    if pairs:  # the first text gets at most half the room
+        n_special = sum(s_ is None for s_ in seq)
+        cap = (max_len - n_special) // 2
+        firsts = [j for j in keep if seq[j] == 0]
+        keep = sorted([j for j in keep if seq[j] != 0] + firsts[:cap])
+    return keep, [j for j, s_ in enumerate(seq) if s_ == fitted]
+
+
+def encode_windows(texts, tokenizer, max_len: int) -> tuple[list, list, int]:
+    """Sliding windows: (token ids per window, the text each window belongs to, how many texts
+    were longer than max_len). A longer text becomes overlapping windows of its tokens (half a
+    window apart, the last one ending at its end), each with the special tokens (and a pair's
+    first text) around it; a text that fits is one window."""
+    texts, pairs, enc = _tokenize(texts, tokenizer)
+    out, owner, n_cut = [], [], 0
+    for i, ids in enumerate(enc["input_ids"]):
+        if len(ids) <= max_len:
+            out.append(list(ids))
+            owner.append(i)
+            continue
+        n_cut += 1
+        keep, body = _parts(enc.sequence_ids(i), pairs, max_len)
+        prefix = [ids[j] for j in keep if j < body[0]]
+        suffix = [ids[j] for j in keep if j > body[-1]]
+        room = max(1, max_len - len(prefix) - len(suffix))
+        stride = max(1, room // 2)
+        starts = list(range(0, max(len(body) - room, 0) + 1, stride))
+        if starts[-1] + room < len(body):
+            starts.append(len(body) - room)
+        for s0 in starts:
+            out.append(prefix + [ids[j] for j in body[s0 : s0 + room]] + suffix)
+            owner.append(i)
+    return out, owner, n_cut
 
 
 def encode(texts, tokenizer, max_len: int, fit: str = "head") -> tuple[list, int]:
@@ -17,28 +64,17 @@ def encode(texts, tokenizer, max_len: int, fit: str = "head") -> tuple[list, int
     quarter and the last three quarters of the room (the ending of an essay often tells its
     quality). Tokenized whole first, with no length warning: the cut is made here.
     """
-    if fit not in FITS:
-        raise ValueError(f"unknown fit {fit!r}; valid: {', '.join(FITS)}")
-    texts = list(texts)
-    pairs = bool(texts) and isinstance(texts[0], (tuple, list))
-    first = [str(t[0]) if pairs else str(t) for t in texts]
-    second = [str(t[1]) for t in texts] if pairs else None
-    enc = tokenizer(first, second, truncation=False, verbose=False)
+    if fit not in ("head", "head_tail"):
+        raise ValueError(f"unknown fit {fit!r}; valid: head, head_tail (windows: encode_windows)")
+    texts, pairs, enc = _tokenize(texts, tokenizer)
     out, n_cut = [], 0
     for i, ids in enumerate(enc["input_ids"]):
         if len(ids) <= max_len:
             out.append(list(ids))
             continue
         n_cut += 1
-        seq = enc.sequence_ids(i)  # None for special tokens, 0 / 1 for the first / second text
-        fitted = 1 if pairs else 0
-        keep = [j for j, s_ in enumerate(seq) if s_ != fitted]
-        if pairs:  # the first text gets at most half the room
-            n_special = sum(s_ is None for s_ in seq)
-            cap = (max_len - n_special) // 2
-            firsts = [j for j in keep if seq[j] == 0]
-            keep = [j for j in keep if seq[j] != 0] + firsts[:cap]
-        body = [j for j, s_ in enumerate(seq) if s_ == fitted]
+        # sequence ids: None for special tokens, 0 / 1 for the first / second text
+        keep, body = _parts(enc.sequence_ids(i), pairs, max_len)
         room = max(0, max_len - len(keep))
         if fit == "head_tail" and room > 1:
             head = room // 4
@@ -51,13 +87,29 @@ def encode(texts, tokenizer, max_len: int, fit: str = "head") -> tuple[list, int
 
 class TextDataset(torch.utils.data.Dataset):
     """Token ids (unpadded, fitted to max_len by `fit`), optional targets and per-row loss
-    weights; item i keeps its index. Texts are strings or (first, second) pairs."""
+    weights; item i keeps its index. Texts are strings or (first, second) pairs. With fit
+    "windows" an item is a window of a text (each with its text's target and weight) and
+    `per_text` averages the windows' predictions back to one row per text."""
 
     def __init__(self, texts, tokenizer, max_len: int, targets=None, weights=None, fit: str = "head"):
-        self.input_ids, self.n_truncated = encode(texts, tokenizer, max_len, fit)
+        if fit == "windows":
+            self.input_ids, owner, self.n_truncated = encode_windows(texts, tokenizer, max_len)
+        else:
+            self.input_ids, self.n_truncated = encode(texts, tokenizer, max_len, fit)
+            owner = range(len(self.input_ids))
+        self.owner = np.asarray(owner, dtype=int)
+        self.n_texts = int(self.owner.max()) + 1 if len(self.owner) else 0
         self.lengths = np.array([len(x) for x in self.input_ids])
-        self.targets = None if targets is None else np.asarray(targets)
-        self.weights = None if weights is None else np.asarray(weights, dtype=np.float32)
+        self.targets = None if targets is None else np.asarray(targets)[self.owner]
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float32)[self.owner]
+
+    def per_text(self, pred: np.ndarray) -> np.ndarray:
+        """Predictions (items, outputs) -> (texts, outputs): the mean of each text's windows."""
+        if len(self.owner) == self.n_texts:
+            return pred
+        sums = np.zeros((self.n_texts, pred.shape[1]))
+        np.add.at(sums, self.owner, pred)
+        return sums / np.bincount(self.owner, minlength=self.n_texts)[:, None]
 
     def __len__(self):
         return len(self.input_ids)

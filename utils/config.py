@@ -13,7 +13,7 @@ from pathlib import Path
 from .cli import HelpFormatter, cli_error  # noqa: F401 (cli_error: re-exported)
 from .pooling import POOLING_MODES
 
-FITS = ("head", "head_tail")  # how a text longer than max_len is cut to it (utils.batching)
+FITS = ("head", "head_tail", "windows")  # how a text longer than max_len is fitted (utils.batching)
 # The settings a competition's description gives (utils.competition); the flags describe the data
 # only when no --competition is given.
 DESCRIBED = ("text_col", "target_cols", "id_col", "task", "standard_error_col")
@@ -48,7 +48,7 @@ class TrainConfig:
     reinit_layers: int = 0  # re-initialise the top k encoder layers
     gradient_checkpointing: bool = False  # trade compute for memory (large models on a T4)
     max_len: int = 256  # tokens per text, special tokens included (at most the backbone's)
-    fit: str = ""  # a longer text: head = first tokens; head_tail = first quarter + end (empty: the competition's)
+    fit: str = ""  # a longer text: head = first tokens; head_tail = first quarter + end; windows = overlapping windows, predictions averaged (empty: the competition's)
     # --- folds ---
     folds: int = 5  # K of K-fold cross-validation
     fold_seed: int = 42  # folds depend only on the data and this, never on `seed`
@@ -163,7 +163,7 @@ def resolve(cfg: TrainConfig) -> tuple[TrainConfig, object]:
     comp = competition_of(cfg)
     kw = described(comp)
     if not cfg.fit:
-        kw["fit"] = comp.long_text if comp.long_text in FITS else "head"
+        kw["fit"] = comp.long_text
     return dataclasses.replace(cfg, **kw), comp
 
 

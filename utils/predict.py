@@ -59,7 +59,7 @@ def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precisio
         if model.spec.task == "classification":
             p = torch.softmax(p, dim=-1)
         out[batch["index"].numpy()] = p.cpu().numpy()
-    return out
+    return ds.per_text(out)  # windows of a long text (fit "windows") averaged
 
 
 def blank_texts(texts) -> np.ndarray:

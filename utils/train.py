@@ -320,7 +320,8 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     valid_ds = TextDataset([texts[i] for i in va], tokenizer, cfg.max_len, y[va], fit=cfg.fit)
     n_cut = train_ds.n_truncated + valid_ds.n_truncated
     if n_cut:
-        kept = "their first and last tokens kept" if cfg.fit == "head_tail" else "their first tokens kept"
+        kept = {"head": "their first tokens kept", "head_tail": "their first and last tokens kept",
+                "windows": "read in overlapping windows, predictions averaged"}[cfg.fit]
         log(f"fold {fold}: {n_cut} of {len(df)} texts truncated to max_len {cfg.max_len} ({kept})")
 
     n_out = (cfg.num_labels or len(labels)) if labels is not None else len(cfg.target_cols)
@@ -393,7 +394,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
             bar.update(1)
             end_of_epoch = i == len(dl) - 1
             if step >= next_eval or end_of_epoch or step == total:
-                pred = predict_loader(model, valid_dl, accelerator, len(va), cfg.task)
+                pred = valid_ds.per_text(predict_loader(model, valid_dl, accelerator, len(valid_ds), cfg.task))
                 m = scores(cfg, y[va], pred, metric.name)
                 improved = m["score"] < best
                 if improved:
