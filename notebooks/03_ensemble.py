@@ -70,6 +70,7 @@ import pandas as pd
 from IPython.display import display
 
 from utils import eda, ensemble, env, plots
+from utils import runs as runs_table
 from utils.competition import read_table
 from utils.files import write_json
 from utils.predict import run_competition
@@ -82,6 +83,17 @@ report = ensemble.blend_report(paths)
 one_output = len(report["outputs"]) == 1
 oofs = ensemble.load_oofs(paths) if one_output else None
 print(f"{comp.title or comp.slug}: {len(paths)} runs, scored by {report['metric']}")
+
+# %% [markdown]
+# ## Every run side by side
+# All runs in the runs folder (`python -m utils.runs` prints the same table): the settings they
+# differ in, the CV in the competition's metric (best first), folds done, minutes, code version.
+
+# %%
+all_runs, notes = runs_table.find_runs([root])
+for note in notes:
+    print(note)
+display(runs_table.table(all_runs))
 
 # %% [markdown]
 # ## Single runs, their plain average and the fitted blend

@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-CLIS = ["train", "pretrain", "predict", "ensemble", "pseudo", "competition", "kaggle", "demo"]
+CLIS = ["train", "pretrain", "predict", "ensemble", "pseudo", "competition", "kaggle", "demo", "runs"]
 
 
 def parsers_of(module: str, monkeypatch) -> list:

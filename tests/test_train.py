@@ -365,3 +365,32 @@ def test_every_option_says_what_it_does_and_its_default(cli):
         assert "--competition COMPETITION built-in slug or competition.json (empty: the column flags below) --" in text
     else:
         assert "--mlm-probability MLM_PROBABILITY share of tokens masked" in text
+
+
+def test_a_run_says_how_to_reproduce_it(tiny_csv, tiny_bert, tmp_path):
+    """metrics.json: the command that makes the run's config, the git commit and whether the tree
+    was dirty (from a checkout), the hardware, the training file's sha256, seconds per fold."""
+    import dataclasses
+    import hashlib
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    from utils.config import config_from_args, resolve
+
+    cfg = cfg_for(tiny_csv, tmp_path / "r", tiny_bert, max_steps=1, pooling="mean", target_cols=("target",),
+                  eval_schedule=((0.5, 2), (0.0, 1)), backbone_dropout=True)
+    m = run_cv(cfg)
+    again = config_from_args(shlex.split(m["command"])[3:])
+    # the run's resolved config (fit filled in), run control (progress) aside
+    assert again == dataclasses.replace(resolve(cfg)[0], progress=True)
+    root = Path(__file__).resolve().parents[1]
+    if (root / ".git").exists():
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        assert m["git"]["commit"] == head and isinstance(m["git"]["dirty"], bool)
+    assert m["hardware"]["cpu"] and m["hardware"]["cpu_count"] >= 1 and m["hardware"]["gpu_count"] == len(m["hardware"]["gpus"])
+    assert m["config"]["train_csv_sha256"] == hashlib.sha256(Path(tiny_csv).read_bytes()).hexdigest()
+    assert set(m["seconds_per_fold"]) == {0, 1}
+    import socket
+
+    assert socket.gethostname() not in json.dumps(m["hardware"])

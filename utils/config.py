@@ -298,6 +298,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def to_command(cfg: TrainConfig) -> str:
+    """The `python -m utils.train ...` command that makes this config (the settings that differ
+    from the defaults, run control left out): what a run records to be reproduced."""
+    import shlex
+
+    argv = ["python", "-m", "utils.train"]
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.name in RUN_CONTROL or value == f.default and f.name not in ("train_csv", "out", "model"):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            argv.append(flag if value else "--no-" + flag[2:])
+        elif f.name == "eval_schedule":
+            argv += [flag, ",".join(f"{a:g}:{b}" for a, b in value)]
+        elif isinstance(value, tuple):
+            argv += [flag, *map(str, value)]
+        else:
+            argv += [flag, str(value)]
+    return shlex.join(argv)
+
+
 def config_from_args(argv=None) -> TrainConfig:
     """Parse command-line arguments into a TrainConfig."""
     args = vars(build_parser().parse_args(argv))

@@ -469,6 +469,49 @@ def _versions() -> dict:
             "python": sys.version.split()[0]}
 
 
+def _git() -> dict:
+    """The kit's git commit and whether its tree had changes, when it runs from a checkout."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return {}
+    try:
+        run = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True,  # noqa: E731
+                                        timeout=10, check=True).stdout.strip()
+        return {"commit": run("rev-parse", "HEAD"), "dirty": bool(run("status", "--porcelain"))}
+    except (OSError, subprocess.SubprocessError):
+        return {}
+
+
+def _hardware() -> dict:
+    """CPU model and count, GPU names (no host names)."""
+    import os
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return {"cpu": cpu, "cpu_count": os.cpu_count(), "gpus": gpus, "gpu_count": len(gpus)}
+
+
+def provenance(cfg: TrainConfig) -> dict:
+    """How to reproduce a run: the command that makes its config (and the command line it was
+    started with, from a shell), the code's git commit, the hardware."""
+    from .config import to_command
+
+    out = {"command": to_command(cfg)}
+    if sys.argv and Path(sys.argv[0]).resolve() == Path(__file__).resolve():  # python -m utils.train
+        out["argv"] = ["python", "-m", "utils.train", *sys.argv[1:]]
+    return {**out, "git": _git(), "hardware": _hardware()}
+
+
 def prepare_out(cfg: TrainConfig, out: Path) -> None:
     """Check that OUT can hold this run (same arguments, or --overwrite), and record them."""
     out.mkdir(parents=True, exist_ok=True)
@@ -576,6 +619,7 @@ def summarize(cfg: TrainConfig, out: Path) -> dict:
         seconds_per_fold={k: round(infos[k]["seconds"], 1) for k in done},
         config=identity(cfg),
         versions=_versions(),
+        **provenance(cfg),
     )
     write_json(out / "metrics.json", metrics)
     return metrics
