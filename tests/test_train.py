@@ -394,3 +394,31 @@ def test_a_run_says_how_to_reproduce_it(tiny_csv, tiny_bert, tmp_path):
     import socket
 
     assert socket.gethostname() not in json.dumps(m["hardware"])
+
+
+def test_out_of_memory_halves_the_micro_batch_and_keeps_the_effective_batch(tiny_csv, tiny_bert, tmp_path,
+                                                                            monkeypatch, capsys):
+    """A fake CUDA out-of-memory error for training batches above 4 texts: the run completes at
+    micro-batch 4 x 4 accumulation steps, with the optimizer steps of a run made at 4 x 4."""
+    from utils.model import TextModel
+
+    forward = TextModel.forward
+
+    def small_memory(self, input_ids, attention_mask):
+        if self.training and input_ids.shape[0] > 4:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return forward(self, input_ids, attention_mask)
+
+    monkeypatch.setattr(TextModel, "forward", small_memory)
+    m = run_cv(cfg_for(tiny_csv, tmp_path / "r", tiny_bert, batch_size=16, epochs=1, eval_every=100))
+    log = capsys.readouterr().out
+    assert "fold 0: out of memory at micro-batch 16; now 8 x 2 accumulation steps (effective batch 16" in log
+    assert "fold 0: out of memory at micro-batch 8; now 4 x 4 accumulation steps" in log
+    assert "fold 1: out of memory" not in log  # the next fold starts at the size that fits
+    monkeypatch.setattr(TextModel, "forward", forward)
+    ref = run_cv(cfg_for(tiny_csv, tmp_path / "ref", tiny_bert, batch_size=4, grad_accum=4, epochs=1, eval_every=100))
+    for k in (0, 1):
+        h = json.loads((tmp_path / "r" / f"fold{k}" / "history.json").read_text())
+        h_ref = json.loads((tmp_path / "ref" / f"fold{k}" / "history.json").read_text())
+        assert (h["batch_size"], h["grad_accum"]) == (4, 4) and h["steps"] == h_ref["steps"]
+    assert m["config"]["batch_size"] == 16 and np.isfinite(m["cv"]) and np.isfinite(ref["cv"])

@@ -459,6 +459,42 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     return final, tokenizer, oof, {**info, "history": history}
 
 
+def train_fold_in_memory(cfg: TrainConfig, df, folds, fold: int, state: dict, pseudo=None):
+    """train_fold, restarted with half the micro-batch and twice the gradient accumulation after an
+    out-of-memory error (accelerate's find_executable_batch_size, and its test of what such an
+    error is): the effective batch, hence the optimizer steps and the schedule, stay the same.
+    Said in one line; the fold's history records the micro-batch it used. `state` ({"accelerator",
+    "size"}) carries the micro-batch that fits, and its accelerator, on to the next folds."""
+    import inspect
+
+    from accelerate.utils import find_executable_batch_size
+
+    effective = cfg.batch_size * cfg.grad_accum
+
+    def attempt(batch_size):
+        if batch_size < 1 or effective % batch_size:
+            raise TrainingError(f"fold {fold}: out of memory at micro-batch {state['size']}, which cannot be "
+                                f"halved keeping the effective batch {effective}: lower --max-len, or "
+                                "--gradient-checkpointing, or a smaller model")
+        ga = effective // batch_size
+        if batch_size != state["size"]:
+            state["accelerator"].free_memory()
+            state["accelerator"] = accelerator_for(cfg.precision, ga)  # its accumulation steps
+            state["accelerator"].print(
+                f"fold {fold}: out of memory at micro-batch {state['size']}; now {batch_size} x {ga} "
+                f"accumulation steps (effective batch {effective}: the same optimizer steps and schedule)")
+            state["size"] = batch_size
+        result = train_fold(dataclasses.replace(cfg, batch_size=batch_size, grad_accum=ga), df, folds, fold,
+                            state["accelerator"], pseudo)
+        result[3].update(batch_size=batch_size, grad_accum=ga)
+        return result
+
+    kw = {"starting_batch_size": state["size"]}
+    if "reduce_batch_size_fn" in inspect.signature(find_executable_batch_size).parameters:
+        kw["reduce_batch_size_fn"] = lambda: state["size"] // 2  # accelerate >= 1.x: 10% by default
+    return find_executable_batch_size(attempt, **kw)()
+
+
 # ----------------------------------------------------------------------------- the run
 
 
@@ -660,11 +696,12 @@ def run_cv(cfg: TrainConfig) -> dict:
                           + (f"({cfg.pseudo_epochs} epoch(s) alone first)" if cfg.pseudo_epochs
                              else f"(mixed, weight {cfg.pseudo_weight:g})"))
     metrics = {}
+    memory = {"accelerator": accelerator, "size": cfg.batch_size}  # the micro-batch that fits
     for fold in todo:
         if (out / f"fold{fold}").is_dir():
             accelerator.print(f"fold {fold}: finished earlier, skipped")
             continue
-        model, tokenizer, oof, info = train_fold(cfg, df, folds, fold, accelerator, pseudo)
+        model, tokenizer, oof, info = train_fold_in_memory(cfg, df, folds, fold, memory, pseudo)
         if accelerator.is_main_process:
             with atomic_dir(out / f"fold{fold}") as tmp:
                 model.save(tmp, tokenizer, extra={"fold": fold, "score": info["best_score"],
