@@ -422,3 +422,37 @@ def test_out_of_memory_halves_the_micro_batch_and_keeps_the_effective_batch(tiny
         h_ref = json.loads((tmp_path / "ref" / f"fold{k}" / "history.json").read_text())
         assert (h["batch_size"], h["grad_accum"]) == (4, 4) and h["steps"] == h_ref["steps"]
     assert m["config"]["batch_size"] == 16 and np.isfinite(m["cv"]) and np.isfinite(ref["cv"])
+
+
+def test_log_with_tensorboard_writes_every_validation_of_every_fold(tiny_csv, tiny_bert, tmp_path):
+    """--log-with tensorboard (accelerate's tracker): the event file, read back by TensorBoard's own
+    reader, holds each validation's metric, training loss and learning rate, per fold, at its step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_cv(cfg_for(tiny_csv, tmp_path / "r", tiny_bert, max_steps=4, log_with="tensorboard"))
+    events = list((tmp_path / "r" / "logs").rglob("events.out.tfevents.*"))
+    assert events
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    for k in (0, 1):
+        h = json.loads((tmp_path / "r" / f"fold{k}" / "history.json").read_text())["history"]
+        for tag, key in ((f"fold{k}/valid_rmse", "rmse"), (f"fold{k}/train_loss", "train_loss"), (f"fold{k}/lr", "lr")):
+            logged = [(e.step, e.value) for e in acc.Scalars(tag)]
+            assert [s for s, _ in logged] == [e["step"] for e in h]
+            assert np.allclose([v for _, v in logged], [e[key] for e in h], rtol=1e-5)
+    assert json.loads((tmp_path / "r" / "config.json").read_text()).get("log_with") is None  # not part of a run
+
+
+def test_progress_bars_do_not_flood_a_log_file(tiny_csv, tiny_bert, tmp_path):
+    """Output to a file (a log, a Kaggle batch run): no bar redraws, one line per validation."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "utils.train", "--train-csv", str(tiny_csv), "--out", str(tmp_path / "r"),
+            "--model", tiny_bert, "--folds", "2", "--max-steps", "4", "--eval-every", "2", "--batch-size", "8",
+            "--progress"]
+    with open(tmp_path / "log.txt", "w") as log:
+        assert subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=600).returncode == 0
+    text = (tmp_path / "log.txt").read_text()
+    assert "\r" not in text and "it/s]" not in text
+    assert len([ln for ln in text.splitlines() if " step " in ln and "valid rmse" in ln]) == 4

@@ -85,6 +85,7 @@ class TrainConfig:
     overwrite: bool = False  # replace a run made with different arguments
     progress: bool = True  # tqdm bars
     num_workers: int = 0  # DataLoader worker processes
+    log_with: str = ""  # accelerate trackers, e.g. tensorboard or wandb (comma-separated); logs in OUT/logs
 
     def __post_init__(self):
         for name in ("train_csv", "out", "model"):
@@ -121,7 +122,7 @@ class TrainConfig:
             raise ValueError(f"pseudo_weight must be >= 0, got {self.pseudo_weight}")
 
 
-RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers")
+RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers", "log_with")
 
 
 def described(comp) -> dict:

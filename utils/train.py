@@ -211,11 +211,32 @@ def accelerate_precision(precision: str) -> str:
 
 
 def make_accelerator(cfg: TrainConfig):
-    """An Accelerator for this config (one process, or each process of `accelerate launch`)."""
-    return accelerator_for(cfg.precision, cfg.grad_accum)
+    """An Accelerator for this config (one process, or each process of `accelerate launch`), with
+    its trackers (--log-with) writing under OUT/logs."""
+    return accelerator_for(cfg.precision, cfg.grad_accum, cfg.log_with, Path(cfg.out) / "logs")
 
 
-def accelerator_for(precision: str, grad_accum: int = 1):
+def show_progress(enabled: bool) -> bool:
+    """tqdm bars only where they redraw in place (a terminal, a notebook): in a log file or a
+    Kaggle batch run's saved output every redraw would be a line, and the validation lines already
+    say, once per interval, where training is."""
+    return enabled and (sys.stderr.isatty() or "ipykernel" in sys.modules)
+
+
+def start_trackers(accelerator, cfg: TrainConfig) -> None:
+    """accelerate's trackers for --log-with, the run's settings as their config (scalars)."""
+    if not cfg.log_with:
+        return
+    if "wandb" in cfg.log_with.split(","):
+        from .env import detect
+
+        if detect() == "kaggle":  # no network in a submission kernel: logs stay in the run
+            os.environ.setdefault("WANDB_MODE", "offline")
+    config = {k: v if isinstance(v, (int, float, str, bool)) else json.dumps(v) for k, v in identity(cfg).items()}
+    accelerator.init_trackers(Path(cfg.out).name, config=config)
+
+
+def accelerator_for(precision: str, grad_accum: int = 1, log_with: str = "", project_dir=None):
     """An Accelerator for a --precision value (training here, masked-LM pretraining too)."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
@@ -229,7 +250,8 @@ def accelerator_for(precision: str, grad_accum: int = 1):
     # notebook_launcher then join one gloo group (MULTI_CPU); with cpu=False each would train
     # the whole data alone and all of them would write OUT.
     cpu = not torch.cuda.is_available()
-    accelerator = Accelerator(mixed_precision=mp, gradient_accumulation_steps=grad_accum, cpu=cpu)
+    trackers = dict(log_with=log_with.split(","), project_dir=str(project_dir)) if log_with else {}
+    accelerator = Accelerator(mixed_precision=mp, gradient_accumulation_steps=grad_accum, cpu=cpu, **trackers)
     # The kit's batch samplers have no batch size (batches vary in length) and deal_evenly()
     # already gives every process the same number of batches. accelerate before 1.14 refuses
     # such a sampler unless even_batches is off (a constructor argument in some releases, a
@@ -372,7 +394,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     best, best_state, best_pred, history, diverged = math.inf, None, None, [], 0
     step, next_eval, loss_sum, loss_n = 0, eval_period(cfg, math.inf), 0.0, 0
     t0 = time.time()
-    bar = tqdm(total=total, desc=f"fold {fold}", disable=not (cfg.progress and accelerator.is_main_process))
+    bar = tqdm(total=total, desc=f"fold {fold}", disable=not show_progress(cfg.progress and accelerator.is_main_process))
     model.train()
     for epoch, phase in enumerate(phases):
         dl = loaders[phase]
@@ -406,6 +428,9 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
                 entry.update({k: v for k, v in m.items() if not isinstance(v, dict)})
                 entry["best"], entry["lr"] = best, scheduler.get_last_lr()[0]
                 history.append(entry)
+                accelerator.log({f"fold{fold}/valid_{metric.name}": m[metric.name],
+                                 f"fold{fold}/train_loss": entry["train_loss"], f"fold{fold}/lr": entry["lr"]},
+                                step=step)
                 shown = -best if metric.greater_is_better else best
                 log(
                     f"fold {fold} step {step}/{total} | train loss {entry['train_loss']:.4f} | "
@@ -479,7 +504,9 @@ def train_fold_in_memory(cfg: TrainConfig, df, folds, fold: int, state: dict, ps
         ga = effective // batch_size
         if batch_size != state["size"]:
             state["accelerator"].free_memory()
+            trackers = state["accelerator"].trackers
             state["accelerator"] = accelerator_for(cfg.precision, ga)  # its accumulation steps
+            state["accelerator"].trackers = trackers
             state["accelerator"].print(
                 f"fold {fold}: out of memory at micro-batch {state['size']}; now {batch_size} x {ga} "
                 f"accumulation steps (effective batch {effective}: the same optimizer steps and schedule)")
@@ -673,6 +700,11 @@ def run_cv(cfg: TrainConfig) -> dict:
     if accelerator.is_main_process:
         prepare_out(cfg, out)
     accelerator.wait_for_everyone()
+    start_trackers(accelerator, cfg)
+    if not show_progress(cfg.progress):  # transformers' own bars (loading weights) too
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     limit = max_positions(cfg.model)
     if limit and cfg.max_len > limit:
         raise ValueError(f"--max-len {cfg.max_len} is above what {cfg.model} takes ({limit} tokens): "
@@ -719,6 +751,8 @@ def run_cv(cfg: TrainConfig) -> dict:
         del model
     if accelerator.is_main_process and not metrics and finished_folds(out):
         metrics = summarize(cfg, out)
+    if cfg.log_with:
+        accelerator.end_training()
     return metrics
 
 
