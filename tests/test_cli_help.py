@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-CLIS = ["train", "pretrain", "predict", "ensemble", "pseudo", "competition", "kaggle", "demo", "runs"]
+CLIS = ["train", "pretrain", "predict", "ensemble", "pseudo", "competition", "kaggle", "demo", "runs", "tune"]
 
 
 def parsers_of(module: str, monkeypatch) -> list:

@@ -309,8 +309,11 @@ def pseudo_rows(cfg: TrainConfig, pseudo, fold: int, labels=None):
 
 
 def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator,
-               pseudo=None):
+               pseudo=None, on_validation=None):
     """Train one fold from scratch; returns (model with the best weights, tokenizer, oof, history).
+
+    `on_validation(fold, step, metric value)`: called after each validation (a tuner's report;
+    what it raises stops the run).
 
     `pseudo` (read_pseudo's result): extra training rows, never validated on. Mixed with the real
     rows, their losses weighted by cfg.pseudo_weight; or, with cfg.pseudo_epochs, trained on alone
@@ -438,6 +441,8 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
                 )
                 loss_sum, loss_n = 0.0, 0
                 next_eval = step + eval_period(cfg, best)
+                if on_validation is not None:
+                    on_validation(fold, step, m[metric.name])
                 if not math.isfinite(m["score"]) and not weights_finite(model):
                     diverged = step  # NaN/inf weights never recover: stop this fold now
                     break
@@ -484,7 +489,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     return final, tokenizer, oof, {**info, "history": history}
 
 
-def train_fold_in_memory(cfg: TrainConfig, df, folds, fold: int, state: dict, pseudo=None):
+def train_fold_in_memory(cfg: TrainConfig, df, folds, fold: int, state: dict, pseudo=None, on_validation=None):
     """train_fold, restarted with half the micro-batch and twice the gradient accumulation after an
     out-of-memory error (accelerate's find_executable_batch_size, and its test of what such an
     error is): the effective batch, hence the optimizer steps and the schedule, stay the same.
@@ -512,7 +517,7 @@ def train_fold_in_memory(cfg: TrainConfig, df, folds, fold: int, state: dict, ps
                 f"accumulation steps (effective batch {effective}: the same optimizer steps and schedule)")
             state["size"] = batch_size
         result = train_fold(dataclasses.replace(cfg, batch_size=batch_size, grad_accum=ga), df, folds, fold,
-                            state["accelerator"], pseudo)
+                            state["accelerator"], pseudo, on_validation)
         result[3].update(batch_size=batch_size, grad_accum=ga)
         return result
 
@@ -688,8 +693,9 @@ def summarize(cfg: TrainConfig, out: Path) -> dict:
     return metrics
 
 
-def run_cv(cfg: TrainConfig) -> dict:
-    """Train every fold not finished yet (or just cfg.only_folds); returns metrics.json's content."""
+def run_cv(cfg: TrainConfig, on_validation=None) -> dict:
+    """Train every fold not finished yet (or just cfg.only_folds); returns metrics.json's content.
+    `on_validation(fold, step, value)`: called after each validation (utils.tune's pruning)."""
     cfg, comp = resolve(cfg)  # the competition's columns, task and fit: what the run records
     accelerator = make_accelerator(cfg)
     # Says how many processes really train (`accelerate launch --num_processes 2` on a machine
@@ -733,7 +739,7 @@ def run_cv(cfg: TrainConfig) -> dict:
         if (out / f"fold{fold}").is_dir():
             accelerator.print(f"fold {fold}: finished earlier, skipped")
             continue
-        model, tokenizer, oof, info = train_fold_in_memory(cfg, df, folds, fold, memory, pseudo)
+        model, tokenizer, oof, info = train_fold_in_memory(cfg, df, folds, fold, memory, pseudo, on_validation)
         if accelerator.is_main_process:
             with atomic_dir(out / f"fold{fold}") as tmp:
                 model.save(tmp, tokenizer, extra={"fold": fold, "score": info["best_score"],

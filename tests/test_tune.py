@@ -1,0 +1,56 @@
+"""python -m utils.tune: Optuna trials that are kit runs, pruned on the kit's validations, in a
+SQLite study that resumes; the best trial printed as the utils.train command that reproduces it."""
+
+import json
+import shlex
+
+import optuna
+import pytest
+from test_reliability import assert_one_line_error
+
+from utils import tune as tune_cli
+from utils.config import config_from_args
+
+
+def argv(tiny_csv, tiny_bert, out, *extra):
+    return ["--train-csv", str(tiny_csv), "--model", tiny_bert, "--out", str(out), "--folds", "2",
+            "--only-folds", "0", "--max-steps", "4", "--eval-every", "2", "--batch-size", "8",
+            "--no-progress", *extra]
+
+
+def test_a_study_resumes_and_prints_the_command_of_its_best_trial(tiny_csv, tiny_bert, tmp_path, capsys):
+    out = tmp_path / "study"
+    assert tune_cli.main(argv(tiny_csv, tiny_bert, out, "--trials", "2", "--space", "lr,head_lr")) == 0
+    assert tune_cli.main(argv(tiny_csv, tiny_bert, out, "--trials", "3", "--space", "lr,head_lr")) == 0
+    text = capsys.readouterr().out
+    assert "2 trial(s) done, 1 to run" in text  # the second call resumed the stored study
+    study = optuna.load_study(study_name="kit", storage=f"sqlite:///{out / 'study.db'}")
+    assert len(study.trials) == 3 and (out / "trial2" / "metrics.json").is_file()
+    best = study.best_trial
+    assert best.value == min(t.value for t in study.trials if t.value is not None)
+    assert best.value == json.loads((out / f"trial{best.number}" / "metrics.json").read_text())["cv"]
+    command = next(ln.split("reproduce it: ", 1)[1] for ln in text.splitlines() if "reproduce it: " in ln)
+    cfg = config_from_args(shlex.split(command)[3:])
+    assert (cfg.lr, cfg.head_lr) == pytest.approx((best.params["lr"], best.params["head_lr"]))
+    assert cfg.out.endswith(f"trial{best.number}") and cfg.max_steps == 4 and cfg.only_folds == ()
+
+
+def test_a_trial_that_falls_behind_is_pruned_at_the_validation_that_shows_it(tiny_csv, tiny_bert, tmp_path):
+    from utils.config import TrainConfig
+
+    base = config_from_args(argv(tiny_csv, tiny_bert, tmp_path / "s"))
+    assert isinstance(base, TrainConfig)
+    # Any RMSE is above 0: every trial is pruned at its first validation (step 2 of 4).
+    res = None
+    with pytest.raises(RuntimeError, match="no trial completed"):
+        res = tune_cli.tune(base, ["lr"], 2, tmp_path / "s", pruner=optuna.pruners.ThresholdPruner(upper=0.0))
+    assert res is None
+    study = optuna.load_study(study_name="kit", storage=f"sqlite:///{tmp_path / 's' / 'study.db'}")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.PRUNED] * 2
+    assert all(list(t.intermediate_values) == [2] for t in study.trials)  # stopped at step 2
+    assert not (tmp_path / "s" / "trial0" / "fold0").exists()  # a pruned fold is not kept
+
+
+def test_an_unknown_setting_to_search_is_one_line(tiny_csv, tiny_bert, tmp_path, capsys):
+    assert tune_cli.main(argv(tiny_csv, tiny_bert, tmp_path / "s", "--space", "lr,colour")) == 2
+    assert_one_line_error(capsys.readouterr().err, "--space colour: choose from lr, head_lr")

@@ -1,0 +1,134 @@
+"""Hyperparameter search with Optuna: each trial is a kit run on the chosen folds; a trial whose
+validation falls behind the others' at the same step is pruned; the study lives in a SQLite file
+in OUT, so an interrupted study resumes.
+
+    python -m utils.tune --train-csv data/train.csv --model roberta-base --only-folds 0 \\
+        --trials 20 --space lr,head_lr,llrd,warmup --out runs/tune-rb
+
+Every utils.train option sets what the trials share; --space names the settings searched (SPACE).
+Trial n's run is OUT/trial<n>; the best trial is printed as the utils.train command that
+reproduces it. The tuned folds' CV flatters the setting found (it was picked on those folds'
+validation rows): tune on some folds (--only-folds 0) and judge it on the others, or keep a fold
+out of tuning altogether.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from .cli import cli_error
+
+# name -> how Optuna draws it: ("log", low, high), ("float", low, high), ("int", low, high), ("cat", choices)
+SPACE = {
+    "lr": ("log", 5e-6, 2e-4),
+    "head_lr": ("log", 1e-4, 1e-2),
+    "llrd": ("float", 0.7, 1.0),
+    "warmup": ("float", 0.0, 0.2),
+    "weight_decay": ("log", 1e-4, 0.1),
+    "head_dropout": ("float", 0.0, 0.3),
+    "epochs": ("int", 2, 5),
+    "batch_size": ("cat", (8, 16, 32)),
+    "pooling": ("cat", ("attention", "mean", "attention+mean")),
+    "layers": ("int", 1, 4),
+    "max_grad_norm": ("cat", (0.0, 1.0, 10.0)),
+}
+# A validation's step in the study: folds one after the other (fold k's steps from k * STRIDE).
+STRIDE = 10**6
+
+
+def suggest(trial, name: str):
+    kind, *spec = SPACE[name]
+    if kind == "log":
+        return trial.suggest_float(name, spec[0], spec[1], log=True)
+    if kind == "float":
+        return trial.suggest_float(name, spec[0], spec[1])
+    if kind == "int":
+        return trial.suggest_int(name, spec[0], spec[1])
+    return trial.suggest_categorical(name, list(spec[0]))
+
+
+def tune(base, space, trials: int, out, pruner=None, sampler=None, log=print) -> dict:
+    """Run the study in OUT/study.db until it holds `trials` finished trials (complete or pruned);
+    returns {"best": params, "value", "command", "n_complete", "n_pruned", "minutes"}."""
+    import optuna
+
+    from .config import resolve, to_command
+    from .metrics import get_metric
+    from .train import run_cv
+
+    bad = [s for s in space if s not in SPACE]
+    if bad or not space:
+        raise ValueError(f"--space {','.join(bad) or '(empty)'}: choose from {', '.join(SPACE)}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    comp = resolve(base)[1]
+    metric = get_metric(comp.metric_name)
+    study = optuna.create_study(
+        study_name="kit", storage=f"sqlite:///{out / 'study.db'}", load_if_exists=True,
+        direction="maximize" if metric.greater_is_better else "minimize",
+        sampler=sampler or optuna.samplers.TPESampler(seed=base.seed),
+        pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=2))
+
+    def objective(trial):
+        params = {name: suggest(trial, name) for name in space}
+        cfg = dataclasses.replace(base, out=str(out / f"trial{trial.number}"), **params)
+        t0 = time.time()
+
+        def report(fold, step, value):
+            trial.report(value, fold * STRIDE + step)
+            if trial.should_prune():
+                trial.set_user_attr("minutes", (time.time() - t0) / 60)
+                raise optuna.TrialPruned(f"{metric.name} {value:.4f} at fold {fold} step {step}")
+
+        m = run_cv(cfg, on_validation=report)
+        trial.set_user_attr("minutes", (time.time() - t0) / 60)
+        trial.set_user_attr("command", to_command(resolve(cfg)[0]))
+        return m["cv"]
+
+    finished = lambda: [t for t in study.trials if t.state.is_finished()]  # noqa: E731
+    left = trials - len(finished())
+    if left > 0:
+        log(f"study {out / 'study.db'}: {len(finished())} trial(s) done, {left} to run")
+        study.optimize(objective, n_trials=left, catch=())
+    done = finished()
+    complete = [t for t in done if t.state == optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        raise RuntimeError(f"no trial completed in {out / 'study.db'} ({len(done)} pruned or failed)")
+    best = study.best_trial
+    return {"best": best.params, "value": best.value, "metric": metric.name, "trial": best.number,
+            "command": best.user_attrs.get("command"), "n_complete": len(complete),
+            "n_pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in done),
+            "minutes": sum(t.user_attrs.get("minutes", 0.0) for t in done)}
+
+
+def main(argv=None) -> int:
+    """CLI: utils.train's options plus --trials and --space."""
+    from .config import build_parser, config_from_args
+
+    p = build_parser()
+    p.prog, p.description = "python -m utils.tune", __doc__.split("\n")[0]
+    p.add_argument("--trials", type=int, default=20, help="finished trials the study should hold (a rerun adds the rest)")
+    p.add_argument("--space", default="lr,head_lr,llrd,warmup",
+                   help=f"comma-separated settings to search, from: {', '.join(SPACE)}")
+    args = p.parse_args(argv)
+    train_argv = list(argv if argv is not None else sys.argv[1:])
+    for flag in ("--trials", "--space"):  # the trials' shared settings are utils.train's own
+        if flag in train_argv:
+            i = train_argv.index(flag)
+            del train_argv[i:i + 2]
+    try:
+        base = config_from_args(train_argv)
+        res = tune(base, [s for s in args.space.split(",") if s], args.trials, base.out)
+    except (ValueError, OSError, RuntimeError) as e:
+        return cli_error(e)
+    print(f"best trial {res['trial']}: {res['metric']} {res['value']:.4f} ({res['n_complete']} complete, "
+          f"{res['n_pruned']} pruned, {res['minutes']:.1f} min in all)")
+    print(f"reproduce it: {res['command']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
