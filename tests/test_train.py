@@ -361,7 +361,8 @@ def test_every_option_says_what_it_does_and_its_default(cli):
     text = " ".join(parser.format_help().split())
     if cli == "train":
         assert "--layers LAYERS pool a learned mix of the last N hidden layers (default: 1)" in text
-        assert "--fit FIT a longer text: head = first tokens; head_tail = first quarter + end (empty: the competition's) --" in text
+        assert ("--fit FIT a longer text: head = first tokens; head_tail = first quarter + end; windows = "
+                "overlapping windows, predictions averaged (empty: the competition's) --") in text
         assert "--competition COMPETITION built-in slug or competition.json (empty: the column flags below) --" in text
     else:
         assert "--mlm-probability MLM_PROBABILITY share of tokens masked" in text
