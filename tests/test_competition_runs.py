@@ -30,6 +30,14 @@ def train_on(slug, folder, tiny_bert, name="run", n=24, **kw):
     return data, comp, run_cv(cfg)
 
 
+def two_runs(slug, folder, tiny_bert):
+    """Attention and mean pooling runs of a competition on the same folds."""
+    data, comp, _ = train_on(slug, folder, tiny_bert, "a", seed=1)
+    run_cv(cfg_for(data / comp.train_file, folder / "b", tiny_bert, competition=slug, max_steps=2,
+                   max_len=32, pooling="mean"))
+    return data, comp, [folder / "a", folder / "b"]
+
+
 @pytest.mark.parametrize("slug", [s for s in BUILTIN if s != "commonlitreadabilityprize"])
 def test_each_competition_trains_predicts_and_submits_as_its_sample(slug, tmp_path, tiny_bert, capsys):
     data, comp, metrics = train_on(slug, tmp_path / "d", tiny_bert)
@@ -73,10 +81,7 @@ def test_each_competition_trains_predicts_and_submits_as_its_sample(slug, tmp_pa
 
 def test_multi_target_runs_blend_per_target(tmp_path, tiny_bert):
     slug = "feedback-prize-english-language-learning"
-    data, comp, _ = train_on(slug, tmp_path / "d", tiny_bert, "a", seed=1)
-    run_cv(cfg_for(data / "train.csv", tmp_path / "d" / "b", tiny_bert, competition=slug, max_steps=2,
-                   max_len=32, pooling="mean"))
-    runs = [tmp_path / "d" / "a", tmp_path / "d" / "b"]
+    data, comp, runs = two_runs(slug, tmp_path / "d", tiny_bert)
     report = ensemble.blend_report(runs)
     w = np.asarray(report["weights"])
     assert report["metric"] == "mcrmse" and w.shape == (2, 6) and np.allclose(w.sum(0), 1)
@@ -97,10 +102,7 @@ def test_multi_target_runs_blend_per_target(tmp_path, tiny_bert):
 
 def test_classification_runs_blend_their_probabilities_and_predict_with_the_blends_threshold(tmp_path, tiny_bert):
     slug = "nlp-getting-started"
-    data, comp, _ = train_on(slug, tmp_path / "d", tiny_bert, "a", seed=1)
-    run_cv(cfg_for(data / "train.csv", tmp_path / "d" / "b", tiny_bert, competition=slug, max_steps=2,
-                   max_len=32, pooling="mean"))
-    runs = [tmp_path / "d" / "a", tmp_path / "d" / "b"]
+    data, comp, runs = two_runs(slug, tmp_path / "d", tiny_bert)
     report = ensemble.blend_report(runs)
     assert report["metric"] == "f1" and len(report["weights"]) == 2 and "threshold" in report["rule"]
     m = ensemble.load_members(runs)
@@ -162,10 +164,7 @@ def test_pseudo_labels_per_target_and_per_class_probability_train_a_student(slug
     from utils import pseudo
     from utils.ensemble import blend
 
-    data, comp, _ = train_on(slug, tmp_path / "d", tiny_bert, "a", seed=1)
-    run_cv(cfg_for(data / comp.train_file, tmp_path / "d" / "b", tiny_bert, competition=slug, max_steps=2,
-                   max_len=32, pooling="mean"))
-    runs = [tmp_path / "d" / "a", tmp_path / "d" / "b"]
+    data, comp, runs = two_runs(slug, tmp_path / "d", tiny_bert)
     ensemble.save_blend(tmp_path / "blend.json", ensemble.blend_report(runs))
     texts = data / "texts.csv"
     test = pd.read_csv(data / comp.test_file)
