@@ -132,7 +132,8 @@ def table() -> str:
                 score = f"{r['f1_fitted_threshold']:.4f}"
                 note = f"F1 at 0.5: {r['f1_at_0.5']:.4f}; thresholds {', '.join(f'{t:.2f}' for t in r['thresholds'])}"
             if "max_len" in r:
-                note = (f"max_len {r['max_len']}, fit {r.get('fit', 'head')}, {r['minutes']:.0f} min"
+                busy = " on a shared CPU" if r.get("shared_cpu") else ""
+                note = (f"max_len {r['max_len']}, fit {r.get('fit', 'head')}, {r['minutes']:.0f} min{busy}"
                         + (f"; {note}" if note else ""))
             if "checkpoints_by" in r:
                 note = f"checkpoints by {r['checkpoints_by']}; {note}"
