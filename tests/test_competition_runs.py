@@ -214,3 +214,28 @@ def test_a_pseudo_file_of_an_unseen_class_is_refused_in_one_line(tmp_path, tiny_
     assert main(argv) == 2
     assert_one_line_error(capsys.readouterr().err, "p.csv: column 'prob_1' is not a probability in [0, 1] at row 3 (id p1)")
     assert not (tmp_path / "s" / "fold0").exists()
+
+
+def test_what_a_submission_holds_follows_the_description():
+    """Probabilities (P(class 1) for one binary target, one column per class otherwise), labels by
+    the rule, values clipped to the range; a submission kind the task cannot make is refused."""
+    import dataclasses
+
+    from utils.competition import CompetitionError
+
+    test = pd.DataFrame({"id": ["a", "b", "c"]})
+    probs = np.array([[0.9, 0.1], [0.4, 0.6], [0.7, 0.3]])
+    binary = dataclasses.replace(load_competition("nlp-getting-started"), submission="probabilities")
+    spec = {"target_names": ["0", "1"]}
+    assert predict.submission_frame(binary, test, probs, spec)["target"].tolist() == [0.1, 0.6, 0.3]
+    labels = predict.submission_frame(load_competition("nlp-getting-started"), test, probs, spec, {"threshold": 0.25})
+    assert labels["target"].tolist() == [0, 1, 1]
+    three = dataclasses.replace(binary, task="multiclass", metric="log_loss")
+    spec3 = {"target_names": ["low", "mid", "high"]}
+    p3 = np.array([[0.2, 0.5, 0.3]] * 3)
+    assert list(predict.submission_frame(three, test, p3, spec3).columns) == ["id", "low", "mid", "high"]
+    ell = load_competition("feedback-prize-english-language-learning")
+    values = predict.submission_frame(ell, test.rename(columns={"id": "text_id"}), np.full((3, 6), 5.7))
+    assert (values.drop(columns="text_id").to_numpy() == 5.0).all()  # clipped to the range
+    with pytest.raises(CompetitionError, match="field 'submission': a regression model's submission holds values or labels"):
+        dataclasses.replace(load_competition(""), submission="probabilities")

@@ -100,6 +100,9 @@ class Competition:
             used = {f for _, f, _, _ in string.Formatter().parse(self.text_template) if f}
             if not used or not used <= set(self.text_cols):
                 bad("text_template", f"{self.text_template!r} must use only text_cols {list(self.text_cols)}")
+        kinds = ("labels", "probabilities") if self.model_task == "classification" else ("values", "labels")
+        if self.submission_kind not in kinds:
+            bad("submission", f"a {self.task} model's submission holds {' or '.join(kinds)}, not {self.submission}")
         m = METRICS[self.metric_name]
         wants = ("classification" if m.needs == "probabilities" or m.rule == "threshold"
                  else "regression" if m.needs == "values" or m.rule == "cutpoints" else "")
