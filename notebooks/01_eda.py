@@ -131,7 +131,10 @@ if tokenizer:
     tok = AutoTokenizer.from_pretrained(tokenizer)
 lengths, unit = eda.token_lengths(comp.input_texts(df), tok)
 plots.save_fig(plots.plot_lengths(lengths, max_len, unit), out / "text_lengths.png")
-print(f"{np.mean(lengths > max_len):.1%} of the texts are longer than max_len {max_len} ({unit})")
+if unit == "tokens":
+    print(f"{np.mean(lengths > max_len):.1%} of the texts are longer than max_len {max_len} tokens")
+else:
+    print("lengths in words: set `tokenizer` to a backbone to compare them with max_len (tokens)")
 
 # %% [markdown]
 # ## Surface statistics

@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     t0 = time.time()
 
     run_notebook("01_eda", out, {"data_dir": str(data), "out_dir": str(out / "eda"),
-                                 "max_rows": 0})
+                                 "max_rows": 0, "tokenizer": model, "max_len": args.max_len})
     names = []
     prefix = Path(args.model).name.lower() if args.model else "minilm"
     for pooling in ("attention", "mean"):  # one backbone offline: two pooling modes, same folds

@@ -617,9 +617,10 @@ def plot_lengths(lengths, max_len: int, unit: str = "tokens", title: str = "") -
     lengths = np.asarray(lengths)
     fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
     ax.hist(lengths, bins=50, color=NEUTRAL_COLOR, alpha=0.85, edgecolor="white")
-    over = float(np.mean(lengths > max_len))
-    ax.axvline(max_len, color=HARD_COLOR, lw=2, label=f"max_len {max_len}: {over:.0%} of texts are longer")
-    ax.legend(frameon=False)
+    if unit == "tokens":  # max_len counts tokens: words would understate what is cut
+        over = float(np.mean(lengths > max_len))
+        ax.axvline(max_len, color=HARD_COLOR, lw=2, label=f"max_len {max_len}: {over:.1%} of texts are longer")
+        ax.legend(frameon=False)
     ax.set(title=title or f"Input length in {unit}: median {np.median(lengths):.0f}, "
            f"95th percentile {np.percentile(lengths, 95):.0f}", xlabel=unit, ylabel="texts")
     return fig
