@@ -70,7 +70,8 @@ def test_max_std_filters_each_fold_on_its_own_models(teachers, tiny_bert, tmp_pa
     d = teachers
     assert make(d, tmp_path / "all.csv") == 0
     full = pd.read_csv(tmp_path / "all.csv", dtype={"id": str})
-    cut = float(np.median(full[["target_std_fold0", "target_std_fold1"]]))
+    # fold 0's median spread: fold 0 keeps about half its texts whatever the other fold's spreads
+    cut = float(np.median(full["target_std_fold0"]))
     assert make(d, tmp_path / "some.csv", "--max-std", str(cut)) == 0
     some = pd.read_csv(tmp_path / "some.csv", dtype={"id": str}).set_index("id")
     out = capsys.readouterr().out
