@@ -67,13 +67,18 @@ def save_fig(fig, path, dpi: int = 110) -> Path:
     return Path(path)
 
 
-def _run_metric(run, history: pd.DataFrame) -> tuple[str, bool]:
+def _run_metrics(run) -> dict:
+    """A run's metrics.json ({} before its first fold finished)."""
+    path = Path(run) / "metrics.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _run_metric(metrics: dict, history: pd.DataFrame) -> tuple[str, bool]:
     """(the score a run's checkpoints were chosen by, whether greater is better): the
     competition's metric its metrics.json names, else RMSE or log-loss (runs before metrics)."""
     from .metrics import METRICS
 
-    path = Path(run) / "metrics.json"
-    name = json.loads(path.read_text()).get("metric") if path.is_file() else None
+    name = metrics.get("metric")
     if name not in history:
         name = "rmse" if "rmse" in history else "log_loss"
     return name, METRICS[name].greater_is_better
@@ -84,17 +89,17 @@ def fold_table(run) -> pd.DataFrame:
     kept, chosen on these same validation rows, so slightly optimistic), the last validation's
     score, steps, minutes, rows; plus the CV row."""
     rows, name = [], "rmse"
+    metrics = _run_metrics(run)
     for folder in fold_dirs(run):
         info = json.loads((folder / "history.json").read_text())
         h = pd.DataFrame(info["history"])
-        name, greater = _run_metric(run, h)
+        name, greater = _run_metric(metrics, h)
         best = (h[name].max() if greater else h[name].min()) if len(h) else np.nan
         last = h[name].iloc[-1] if len(h) else np.nan
         rows.append({"fold": info["fold"], f"valid_{name}": best, f"last_{name}": last,
                      "steps": info["steps"], "minutes": info["seconds"] / 60,
                      "n_train": info["n_train"], "n_valid": info["n_valid"]})
     table = pd.DataFrame(rows)
-    metrics = json.loads((Path(run) / "metrics.json").read_text())
     cv_value = metrics.get("cv", metrics.get("cv_rmse") if name == "rmse" else None)
     if cv_value is not None:
         n = table["n_valid"]
@@ -114,10 +119,11 @@ def learning_curves(run):
     """Validation score in the competition's metric (solid) and training loss (dashed) against
     optimizer steps, per fold."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
+    metrics = _run_metrics(run)
     for folder in fold_dirs(run):
         info = json.loads((folder / "history.json").read_text())
         h = pd.DataFrame(info["history"])
-        score, greater = _run_metric(run, h)
+        score, greater = _run_metric(metrics, h)
         line = ax1.plot(h["step"], h[score], marker="o", ms=3, label=f"fold {info['fold']}")[0]
         best = h[score].idxmax() if greater else h[score].idxmin()
         ax1.scatter(h["step"][best], h[score][best], s=80, facecolors="none",

@@ -88,8 +88,7 @@ def check_max_std(runs, max_std) -> None:
                         "k's validation rows (one run has one fold-k model, so no spread)")
 
 
-def make_pseudo(runs, texts: pd.DataFrame, text_cols=("excerpt",), weights=None,
-                progress: bool = True, fold_weights: dict | None = None,
+def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, fold_weights: dict | None = None,
                 max_std: float | None = None, comp=None) -> pd.DataFrame:
     """The id column, the text columns, O_fold{k}, O_std_fold{k}, O, O_std per output O, for `texts` (ids
     and text columns, read as the competition `comp` (default: the runs') reads them), from `runs`.
@@ -105,11 +104,10 @@ def make_pseudo(runs, texts: pd.DataFrame, text_cols=("excerpt",), weights=None,
     names = check_teachers(runs)
     check_max_std(runs, max_std)
     comp = comp or run_competition(runs[0])
-    text_cols = list(comp.text_cols)
     values = comp.input_texts(texts)
     per_run = [predict_folds(run, values, progress=progress) for run in runs]
     out = pd.DataFrame({comp.id_col: texts[comp.id_col].astype(str).to_numpy()})  # as the test file
-    for c in text_cols:
+    for c in comp.text_cols:
         out[c] = texts[c].to_numpy()
     overall = normalize_weights(weights, len(runs))
     for k in folds:
@@ -126,8 +124,7 @@ def make_pseudo(runs, texts: pd.DataFrame, text_cols=("excerpt",), weights=None,
     for j, o in enumerate(names):
         out[o] = out[[f"{o}_fold{k}" for k in folds]].mean(axis=1)  # NaN-skipping: folds that kept it
         out[f"{o}_std"] = every_model[:, :, j].std(axis=1)
-    first = [f"{names[0]}_fold{k}" for k in folds]  # a fold keeps or drops all outputs of a text
-    fold_cols = first
+    fold_cols = [f"{names[0]}_fold{k}" for k in folds]  # a fold keeps or drops all outputs of a text
     empty = [k for k, col in zip(folds, fold_cols) if out[col].isna().all()]
     if empty == folds:
         smallest = min(out[[f"{o}_std_fold{k}" for o in names]].max(axis=1).min() for k in folds)
@@ -178,7 +175,7 @@ def main(argv=None) -> int:
               f"{len(texts)} to label")
         if len(texts) == 0:
             raise DataError(f"{Path(args.texts).name}: no text left to label")
-        out = make_pseudo(args.runs, texts, comp.text_cols, weights, not args.no_progress,
+        out = make_pseudo(args.runs, texts, weights, not args.no_progress,
                           fold_weights, args.max_std, comp)
         n_labelled = len(texts)
         kept = {k: int(out[f"{names[0]}_fold{k}"].notna().sum()) for k in folds}
