@@ -262,3 +262,16 @@ def test_descriptions_are_frozen_and_compare_by_value():
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.slug = "x"
     assert Competition.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+
+
+def test_a_runs_settings_name_its_competition():
+    """What predict, ensembling and the runs table read from a run saved before runs recorded
+    their competition: CommonLit's columns are CommonLit, others a custom description."""
+    from utils.competition import from_settings
+
+    assert from_settings({}) is BUILTIN["commonlitreadabilityprize"]
+    assert from_settings({"competition": "nlp-getting-started"}).slug == "nlp-getting-started"
+    ell = from_settings({"text_col": "full_text", "target_cols": ["cohesion", "syntax"], "id_col": "text_id"})
+    assert (ell.slug, ell.task, ell.id_col, ell.text_cols) == ("custom", "multi_regression", "text_id", ("full_text",))
+    clf = from_settings({"task": "classification", "target_cols": ["level"]})
+    assert (clf.task, clf.metric_name) == ("multiclass", "log_loss")

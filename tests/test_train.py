@@ -457,3 +457,11 @@ def test_progress_bars_do_not_flood_a_log_file(tiny_csv, tiny_bert, tmp_path):
     text = (tmp_path / "log.txt").read_text()
     assert "\r" not in text and "it/s]" not in text
     assert len([ln for ln in text.splitlines() if " step " in ln and "valid rmse" in ln]) == 4
+    test = tmp_path / "test.csv"
+    pd.read_csv(tiny_csv).drop(columns=["target", "standard_error"]).to_csv(test, index=False)
+    predict = [sys.executable, "-m", "utils.predict", "--test-csv", str(test), "--runs", str(tmp_path / "r"),
+               "--out", str(tmp_path / "s.csv")]
+    with open(tmp_path / "plog.txt", "w") as log:
+        assert subprocess.run(predict, stdout=log, stderr=subprocess.STDOUT, timeout=600).returncode == 0
+    text = (tmp_path / "plog.txt").read_text()
+    assert "\r" not in text and "it/s]" not in text and "wrote" in text

@@ -19,3 +19,10 @@ def cli_error(e: Exception) -> int:
     """A user's error as the kit's CLIs print it: one line on stderr; the exit code, 2."""
     print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
     return 2
+
+
+def show_progress(enabled: bool) -> bool:
+    """tqdm bars only where they redraw in place (a terminal, a notebook): in a log file or a
+    Kaggle batch run's saved output every redraw would be a line, and the kit's own lines (one
+    per validation, one per run predicted) already say where the work is."""
+    return enabled and (sys.stderr.isatty() or "ipykernel" in sys.modules)

@@ -261,6 +261,34 @@ def load_competition(name_or_file: str | Competition = "") -> Competition:
     return Competition.from_dict(d, path.name)
 
 
+def described(comp: Competition) -> dict:
+    """The training settings (utils.config.TrainConfig's fields) a description sets."""
+    return dict(text_col=comp.text_cols[-1], target_cols=tuple(comp.target_cols), id_col=comp.id_col,
+                task=comp.model_task, standard_error_col=comp.standard_error_col or "standard_error")
+
+
+def from_settings(settings: dict) -> Competition:
+    """The competition of a run's settings (TrainConfig's fields, or a run's config.json): its
+    `competition` when it names one; else the one the column flags describe: CommonLit
+    Readability when they are its columns, else slug "custom" (classification scored by log-loss,
+    as before descriptions existed)."""
+    if settings.get("competition"):
+        return load_competition(settings["competition"])
+    mine = dict(text_col=settings.get("text_col", "excerpt"), target_cols=tuple(settings.get("target_cols", ("target",))),
+                id_col=settings.get("id_col", "id"), task=settings.get("task", "regression"),
+                standard_error_col=settings.get("standard_error_col", "standard_error"))
+    commonlit = BUILTIN[DEFAULT]
+    if mine == described(commonlit):
+        return commonlit
+    if mine["task"] == "classification":
+        task, metric = "multiclass", "log_loss"
+    else:
+        task, metric = ("regression" if len(mine["target_cols"]) == 1 else "multi_regression"), ""
+    return Competition(slug="custom", title="custom columns", id_col=mine["id_col"], text_cols=(mine["text_col"],),
+                       target_cols=mine["target_cols"], task=task, metric=metric,
+                       standard_error_col=mine["standard_error_col"])
+
+
 # ----------------------------------------------------------------------------- data
 
 

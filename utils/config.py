@@ -125,17 +125,10 @@ class TrainConfig:
 RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers", "log_with")
 
 
-def described(comp) -> dict:
-    """The TrainConfig fields a competition's description sets."""
-    return dict(text_col=comp.text_cols[-1], target_cols=tuple(comp.target_cols), id_col=comp.id_col,
-                task=comp.model_task, standard_error_col=comp.standard_error_col or "standard_error")
-
-
 def competition_of(cfg: TrainConfig):
-    """The run's competition: --competition's description, or one made of the column flags
-    (CommonLit Readability when they are its columns; else slug "custom", classification scored
-    by log-loss as before descriptions existed)."""
-    from .competition import BUILTIN, DEFAULT, Competition, load_competition
+    """The run's competition: --competition's description, or the one its column flags describe
+    (competition.from_settings); a column flag given with --competition is an error."""
+    from .competition import described, from_settings, load_competition
 
     if cfg.competition:
         comp = load_competition(cfg.competition)
@@ -146,21 +139,14 @@ def competition_of(cfg: TrainConfig):
                              f"with --competition: leave it out, or change it in a competition.json "
                              f"(python -m utils.competition show {comp.slug} > competition.json)")
         return comp
-    commonlit = BUILTIN[DEFAULT]
-    if cfg.task == "regression" and described(commonlit) == {k: getattr(cfg, k) for k in DESCRIBED}:
-        return commonlit
-    if cfg.task == "classification":
-        task, metric = "multiclass", "log_loss"
-    else:
-        task, metric = ("regression" if len(cfg.target_cols) == 1 else "multi_regression"), ""
-    return Competition(slug="custom", title="custom columns", id_col=cfg.id_col, text_cols=(cfg.text_col,),
-                       target_cols=tuple(cfg.target_cols), task=task, metric=metric,
-                       standard_error_col=cfg.standard_error_col)
+    return from_settings(dataclasses.asdict(cfg))
 
 
 def resolve(cfg: TrainConfig) -> tuple[TrainConfig, object]:
     """(the config with what the competition decides filled in, the competition): its columns and
     task, and --fit "" as its long_text. Resolving twice gives the same."""
+    from .competition import described
+
     comp = competition_of(cfg)
     kw = described(comp)
     if not cfg.fit:

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from .batching import Collator, TextDataset, sorted_batches
-from .cli import HelpFormatter
+from .cli import HelpFormatter, show_progress
 from .competition import Competition, read_split
 from .config import cli_error
 from .data import DataError
@@ -53,7 +53,7 @@ def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precisio
     dl = DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size),
                     collate_fn=Collator(tokenizer.pad_token_id or 0))
     out = np.zeros((len(ds), model.spec.num_outputs), dtype=np.float64)
-    for batch in tqdm(dl, desc=desc, disable=not progress, leave=False):
+    for batch in tqdm(dl, desc=desc, disable=not show_progress(progress), leave=False):
         with _autocast(device, precision):
             p = model(batch["input_ids"].to(device), batch["attention_mask"].to(device)).float()
         if model.spec.task == "classification":
@@ -117,14 +117,9 @@ def run_competition(run) -> Competition:
     saved = json.loads((folder / KIT_CONFIG).read_text())
     if "competition" in saved:
         return Competition.from_dict(saved["competition"], str(folder / KIT_CONFIG))
-    import dataclasses
+    from .competition import from_settings
 
-    from .config import TrainConfig, competition_of
-
-    train = saved.get("train", {})
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in train.items() if k in names}
-    return competition_of(TrainConfig(**kw))
+    return from_settings(saved.get("train", {}))
 
 
 def decision_rule(runs, blend: dict | None = None) -> dict | None:
@@ -356,6 +351,10 @@ def main(argv=None) -> int:
     p.add_argument("--device", default=None, help="cuda, cpu, cuda:1, ... (empty: cuda when there is one)")
     args = p.parse_args(argv)
     timings: dict = {}
+    if not show_progress(True):  # a log file: no bar redraws (transformers' weight loading too)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     try:
         sub = submit(args.runs, args.test_csv, args.out, args.weights, args.blend, timings,
                      batch_size=args.batch_size, device=args.device, precision=args.precision)

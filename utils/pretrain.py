@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .batching import EpochBatches, TextDataset, sorted_batches, start_epoch
+from .cli import show_progress
 from .config import HelpFormatter, add_fields, cli_error, content_sha256, differences
 from .data import DataError, read_csv
 from .files import atomic_dir, atomic_file, write_csv, write_json
@@ -417,7 +418,7 @@ def pretrain(cfg: PretrainConfig) -> dict:
         total=total,
         initial=step,
         desc="pretrain",
-        disable=not (cfg.progress and accelerator.is_main_process),
+        disable=not show_progress(cfg.progress and accelerator.is_main_process),
     )
     model.train()
     for epoch in range(start, cfg.epochs):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from .cli import HelpFormatter, cli_error
+from .competition import from_settings
 
 # Always shown; the settings in which the listed runs differ are added after them.
 SHOWN = ("competition", "model", "pooling", "max_len", "epochs", "lr", "seed")
@@ -63,7 +64,7 @@ def read_run(run: Path) -> dict:
     m = json.loads(mpath.read_text()) if mpath.is_file() else {}
     done = m.get("folds_done", [])
     todo = cfg.get("only_folds") or list(range(cfg.get("folds", 0)))
-    comp = (m.get("competition") or {}).get("slug") or cfg.get("competition") or "commonlitreadabilityprize"
+    comp = (m.get("competition") or {}).get("slug") or from_settings(cfg).slug
     git = m.get("git") or {}
     version = (m.get("versions") or {}).get("kit", "")
     if git.get("commit"):
@@ -138,7 +139,7 @@ def main(argv=None) -> int:
         if not runs:
             raise FileNotFoundError(f"no run folder in {', '.join(map(str, args.paths or [runs_dir()]))}")
         with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", 40):
-            print(table(runs).to_string(index=False, float_format="{:.4f}".format))
+            print(table(runs).to_string(index=False, formatters={"cv": "{:.4f}".format}))
     except (OSError, ValueError) as e:
         return cli_error(e)
     return 0

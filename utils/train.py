@@ -37,6 +37,7 @@ from .batching import (
     sorted_batches,
     start_epoch,
 )
+from .cli import show_progress
 from .competition import read_split
 from .config import (
     CONTENT_KEYS,
@@ -214,13 +215,6 @@ def make_accelerator(cfg: TrainConfig):
     """An Accelerator for this config (one process, or each process of `accelerate launch`), with
     its trackers (--log-with) writing under OUT/logs."""
     return accelerator_for(cfg.precision, cfg.grad_accum, cfg.log_with, Path(cfg.out) / "logs")
-
-
-def show_progress(enabled: bool) -> bool:
-    """tqdm bars only where they redraw in place (a terminal, a notebook): in a log file or a
-    Kaggle batch run's saved output every redraw would be a line, and the validation lines already
-    say, once per interval, where training is."""
-    return enabled and (sys.stderr.isatty() or "ipykernel" in sys.modules)
 
 
 def start_trackers(accelerator, cfg: TrainConfig) -> None:
