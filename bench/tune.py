@@ -10,11 +10,12 @@ the recipe of bench/quality.py (3 epochs, batch 16, max_len 256, attention pooli
 every 40 steps, seed 42, the same fold 0) with lr, head_lr, llrd and warmup searched; Optuna's TPE
 sampler (seed 42) and a median pruner that lets the first two trials finish. The default recipe's
 figure is bench/quality.py's attention run on the same fold (bench/results/quality_attention*.json).
-Minutes saved: each pruned trial's minutes against the mean minutes of the completed trials.
+Minutes saved: each pruned trial's minutes against the median minutes of a completed trial.
 """
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def report(study_dir: Path) -> dict:
             "n_validations": len(t.intermediate_values)})
     done = [t for t in trials if t["state"] == "COMPLETE"]
     pruned = [t for t in trials if t["state"] == "PRUNED"]
-    full = sum(t["minutes"] for t in done) / len(done) if done else None
+    full = statistics.median(t["minutes"] for t in done) if done else None
     best = min(done, key=lambda t: t["valid_rmse"]) if done else None
     default = {p.stem: json.loads(p.read_text())["valid_rmse"]
                for p in sorted(RESULTS.glob("quality_attention*.json")) if "mean" not in p.stem}
@@ -63,7 +64,7 @@ def report(study_dir: Path) -> dict:
         "best": best, "default_recipe": {"settings": {"lr": 5e-5, "head_lr": 1e-3, "llrd": 1.0, "warmup": 0.06},
                                          "valid_rmse": default},
         "minutes": sum(t["minutes"] or 0 for t in done + pruned),
-        "minutes_per_complete_trial": full,
+        "median_minutes_per_complete_trial": full,
         "minutes_saved_by_pruning": sum(full - t["minutes"] for t in pruned) if full else None,
     }
 
