@@ -20,8 +20,9 @@ import pandas as pd
 from .cli import HelpFormatter, cli_error
 from .competition import from_settings
 
-# Always shown; the settings in which the listed runs differ are added after them.
+# The end of a model folder that names nothing (a backbone is named by the folder above it).
 GENERIC = {"model", "models", "weights", "checkpoint", "final", "main"}
+# Always shown; the settings in which the listed runs differ are added after them.
 SHOWN = ("competition", "model", "pooling", "max_len", "epochs", "lr", "seed")
 # Never compared: paths and content hashes name the inputs, not the recipe.
 UNCOMPARED = {"out", "train_csv", "train_csv_sha256", "folds_csv_sha256", "model_sha256",
