@@ -228,8 +228,8 @@ def main(argv=None, runner=subprocess.run) -> int:
     b.add_argument(
         "--notebooks",
         nargs="+",
-        default=[str(n) for n in NOTEBOOKS],
-        help="notebooks that become kernels",
+        help="notebooks that become kernels (default: the kit's five, notebooks/01_eda.ipynb to "
+             "05_pseudo.ipynb)",
     )
     b.add_argument(
         "--fp16-tol",
@@ -271,7 +271,7 @@ def main(argv=None, runner=subprocess.run) -> int:
             args.blend,
             not args.fp32,
             args.kernel_sources,
-            [Path(n) for n in args.notebooks],
+            [Path(n) for n in args.notebooks or NOTEBOOKS],
             None if args.no_wheels else Path(args.wheels),
             args.license,
             args.fp16_tol,
