@@ -57,7 +57,9 @@ def report(study_dir: Path) -> dict:
     default = {p.stem: json.loads(p.read_text())["valid_rmse"]
                for p in sorted(RESULTS.glob("quality_attention*.json")) if "mean" not in p.stem}
     return {
-        "study": str(study_dir / "study.db"), "fold": 0, "trials_planned": TRIALS, "space": SPACE.split(","),
+        # The checkout's own path is this machine's: recorded from the checkout's root
+        "study": str((study_dir / "study.db").resolve().relative_to(ROOT)
+                     if study_dir.resolve().is_relative_to(ROOT) else study_dir / "study.db"), "fold": 0, "trials_planned": TRIALS, "space": SPACE.split(","),
         "command": "python -m utils.tune " + " ".join(tune_argv("DIR/train.csv", "MINILM")),
         "trials": trials, "n_complete": len(done), "n_pruned": len(pruned),
         "n_unfinished": len(trials) - len(done) - len(pruned),
