@@ -7,6 +7,7 @@ the same folds, in the metric each competition scores:
     python bench/competitions.py ell --data DIR --baseline-only   # the baseline alone (seconds)
     python bench/competitions.py tweets --data DIR --pooling attention+mean --lr 3e-5   # a variant
     python bench/competitions.py ell --data DIR --fit head_tail --pooling attention+mean --epochs 4
+    python bench/competitions.py ell --average RUN RUN   # equal average of saved runs' fold-0 predictions
     python bench/competitions.py --table             # print the table of saved results
 
 DIR holds the competition's train.csv. Each writes bench/results/competition_<name>.json.
@@ -111,6 +112,28 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head", poo
     return r
 
 
+def average(name: str, s: dict, runs: list) -> dict:
+    """The equal average of saved kit runs' fold-0 predictions (their oof.csv), scored as one run:
+    no weight nor rule fitted on the rows scored (the F1 threshold cross-fitted as for a run)."""
+    from sklearn.metrics import f1_score
+
+    from utils.metrics import mcrmse
+
+    oofs = [pd.read_csv(Path(r) / "oof.csv").set_index("id").sort_index() for r in runs]  # the kit names it id
+    if any(not o.index.equals(oofs[0].index) for o in oofs):
+        raise SystemExit(f"--average: the runs did not validate the same rows: {', '.join(runs)}")
+    r = {"model": f"equal average of {len(runs)} kit runs", "members": list(runs)}
+    if name == "ell":
+        cols = list(s["target_cols"])
+        pred = np.mean([o[[f"pred_{c}" for c in cols]].to_numpy() for o in oofs], axis=0)
+        r["mcrmse"] = mcrmse(oofs[0][cols].to_numpy(), pred)
+        return r
+    y, prob = oofs[0]["target"].to_numpy().astype(int), np.mean([o["prob_1"].to_numpy() for o in oofs], axis=0)
+    r["f1_at_0.5"] = float(f1_score(y, prob >= 0.5))
+    r["f1_fitted_threshold"], r["thresholds"] = cross_fitted_f1(y, prob)
+    return r
+
+
 def input_of(slug: str) -> str:
     """The model's input text, as the competition's description makes it."""
     from utils.competition import load_competition
@@ -122,6 +145,16 @@ def input_of(slug: str) -> str:
 def s_text_cols(res: dict) -> tuple:
     """The plain text column of a result's competition (inputs other than it are noted)."""
     return tuple(x["text_col"] for x in SETUPS.values() if x["slug"] == res["slug"])
+
+
+def member_name(r) -> str:
+    """A run of an average, in a few words: its pooling and the settings it differs in."""
+    if r is None:
+        return "a run not in this file"
+    words = [r["model"].split(" + ", 1)[-1].replace(" pooling", ""), f"fit {r.get('fit', 'head')}"]
+    words += [f"{r['epochs']} epochs"] if r.get("epochs", 3) != 3 else []
+    words += [f"lr {r['lr']:g}"] if r.get("lr", 5e-5) != 5e-5 else []
+    return " ".join(words)
 
 
 def table() -> str:
@@ -144,6 +177,9 @@ def table() -> str:
                 note = f"lr {r['lr']:g}; {note}"
             if "checkpoints_by" in r:
                 note = f"checkpoints by {r['checkpoints_by']}; {note}"
+            if "members" in r:
+                by_run = {x.get("run"): x for x in res["kit"]}
+                note = "of: " + "; ".join(member_name(by_run.get(m)) for m in r["members"]) + (f"; {note}" if note else "")
             if "input" in r and r["input"] not in s_text_cols(res):
                 note = f"input `{r['input']}`" + (f"; {note}" if note else "")
             lines.append(f"| {res['slug']} ({res['metric']}) | {r['model']} | {score} | {note} |")
@@ -161,6 +197,8 @@ def main() -> None:
     p.add_argument("--fit", default="head", choices=("head", "head_tail", "windows"),
                    help="texts past max_len: first tokens, first quarter + last tokens, or sliding windows")
     p.add_argument("--baseline-only", action="store_true", help="write the baseline, skip the kit's run")
+    p.add_argument("--average", nargs="+", metavar="RUN",
+                   help="score the equal average of these saved runs' fold-0 predictions (no training)")
     p.add_argument("--table", action="store_true")
     args = p.parse_args()
     if args.table or not args.name:
@@ -185,6 +223,17 @@ def main() -> None:
     # The baseline lands before the long run, beside the kit's earlier results.
     write_json(path, {**res, "kit": previous})
     if args.baseline_only:
+        print(table())
+        return
+    if args.average:
+        known = {x.get("run") for x in previous}
+        missing = [m for m in args.average if m not in known]
+        if missing:
+            raise SystemExit(f"--average: {', '.join(missing)} is not a run of {path.name}")
+        r = {**average(args.name, s, args.average), "command": res["command"]}
+        res["kit"] = [x for x in previous if x.get("members") != r["members"]] + [r]
+        write_json(path, res)
+        print(json.dumps(r), flush=True)
         print(table())
         return
     r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit, args.pooling, args.lr,

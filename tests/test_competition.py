@@ -275,3 +275,34 @@ def test_a_runs_settings_name_its_competition():
     assert (ell.slug, ell.task, ell.id_col, ell.text_cols) == ("custom", "multi_regression", "text_id", ("full_text",))
     clf = from_settings({"task": "classification", "target_cols": ["level"]})
     assert (clf.task, clf.metric_name) == ("multiclass", "log_loss")
+
+
+def test_the_benchmark_average_scores_the_mean_of_its_runs_on_the_same_rows(tmp_path):
+    import importlib.util
+
+    from conftest import ROOT
+
+    from utils.metrics import mcrmse
+
+    spec = importlib.util.spec_from_file_location("bench_competitions", ROOT / "bench" / "competitions.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cols = list(bench.SETUPS["ell"]["target_cols"])
+    rng = np.random.default_rng(0)
+    y = rng.integers(2, 10, size=(8, len(cols))) / 2
+    preds = [y + rng.normal(0, 0.4, y.shape) for _ in range(2)]
+    runs = []
+    for k, p in enumerate(preds):
+        oof = pd.DataFrame({"id": [f"e{i}" for i in range(8)]})
+        for j, c in enumerate(cols):
+            oof[c], oof[f"pred_{c}"] = y[:, j], p[:, j]
+        order = rng.permutation(8) if k else np.arange(8)  # a run's rows in another order
+        (tmp_path / f"run{k}").mkdir()
+        oof.iloc[order].to_csv(tmp_path / f"run{k}" / "oof.csv", index=False)
+        runs.append(str(tmp_path / f"run{k}"))
+    r = bench.average("ell", bench.SETUPS["ell"], runs)
+    assert r["mcrmse"] == pytest.approx(mcrmse(y, (preds[0] + preds[1]) / 2))
+    assert r["mcrmse"] < min(mcrmse(y, p) for p in preds)  # independent errors: the mean is better
+    pd.read_csv(tmp_path / "run1" / "oof.csv").iloc[1:].to_csv(tmp_path / "run1" / "oof.csv", index=False)
+    with pytest.raises(SystemExit, match="did not validate the same rows"):
+        bench.average("ell", bench.SETUPS["ell"], runs)
