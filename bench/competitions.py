@@ -183,7 +183,7 @@ def table() -> str:
             if "checkpoints_by" in r:
                 note = f"checkpoints by {r['checkpoints_by']}; {note}"
             if "members" in r:
-                by_run = {x.get("run"): x for x in res["kit"]}
+                by_run = {p: x for x in res["kit"] for p in (x.get("run"), *x.get("replaces", ()))}
                 note = "of: " + "; ".join(member_name(by_run.get(m)) for m in r["members"]) + (f"; {note}" if note else "")
             if "input" in r and r["input"] not in s_text_cols(res):
                 note = f"input `{r['input']}`" + (f"; {note}" if note else "")
@@ -249,6 +249,9 @@ def main() -> None:
         return (x.get("max_len"), x.get("fit", "head"), x.get("input"), x["model"], x.get("lr", 5e-5),
                 x.get("epochs", 3), x.get("seed", 42))
 
+    # Averages made of a replaced run still name it: the rerun records the paths it replaces.
+    replaced = [x for x in previous if key(x) == key(r)]
+    r["replaces"] = [p for x in replaced for p in (x.get("run"), *x.get("replaces", ())) if p]
     res["kit"] = [x for x in previous if key(x) != key(r)] + [r]
     write_json(path, res)
     print(json.dumps(r), flush=True)
