@@ -4,6 +4,7 @@ real CSVs, and honest decision rules."""
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -277,7 +278,7 @@ def test_a_runs_settings_name_its_competition():
     assert (clf.task, clf.metric_name) == ("multiclass", "log_loss")
 
 
-def test_the_benchmark_average_scores_the_mean_of_its_runs_on_the_same_rows(tmp_path):
+def test_the_benchmark_average_scores_the_mean_of_its_runs_on_the_same_rows(tmp_path, monkeypatch, capsys):
     import importlib.util
 
     from conftest import ROOT
@@ -303,6 +304,24 @@ def test_the_benchmark_average_scores_the_mean_of_its_runs_on_the_same_rows(tmp_
     r = bench.average("ell", bench.SETUPS["ell"], runs)
     assert r["mcrmse"] == pytest.approx(mcrmse(y, (preds[0] + preds[1]) / 2))
     assert r["mcrmse"] < min(mcrmse(y, p) for p in preds)  # independent errors: the mean is better
+    # From the command line: the saved runs alone, no data read, the file's own fields kept.
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    saved = {"slug": "feedback-prize-english-language-learning", "metric": "MCRMSE", "command": "the first",
+             "baseline": {"model": "TF-IDF + ridge", "mcrmse": 0.6},
+             "kit": [{"model": "m + attention pooling", "run": f"run{k}", "mcrmse": mcrmse(y, p), "max_len": 512,
+                      "minutes": 1.0, "seed": 42 + k} for k, p in enumerate(preds)]}
+    (tmp_path / "competition_ell.json").write_text(json.dumps(saved))
+    monkeypatch.setattr(sys, "argv", ["competitions.py", "ell", "--average", "run0", "run1"])
+    bench.main()
+    res = json.loads((tmp_path / "competition_ell.json").read_text())
+    assert (res["command"], res["baseline"], res["kit"][:2]) == (saved["command"], saved["baseline"], saved["kit"])
+    assert res["kit"][2]["members"] == ["run0", "run1"]
+    assert res["kit"][2]["mcrmse"] == pytest.approx(r["mcrmse"])
+    assert "of: attention fit head; attention fit head seed 43" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["competitions.py", "ell", "--average", "run0", "run9"])
+    with pytest.raises(SystemExit, match="run9 is not a run of competition_ell.json"):
+        bench.main()
     pd.read_csv(tmp_path / "run1" / "oof.csv").iloc[1:].to_csv(tmp_path / "run1" / "oof.csv", index=False)
     with pytest.raises(SystemExit, match="did not validate the same rows"):
         bench.average("ell", bench.SETUPS["ell"], runs)
