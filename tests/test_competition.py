@@ -330,3 +330,5 @@ def test_the_benchmark_average_scores_the_mean_of_its_runs_on_the_same_rows(tmp_
                  for s in (42, 43)]
     assert [bench.member_name(r) for r in two_seeds] == [
         "attention+mean fit head_tail 4 epochs lr 0.0001", "attention+mean fit head_tail 4 epochs lr 0.0001 seed 43"]
+    assert bench.member_name({**two_seeds[0], "layers": 4}) == (
+        "attention+mean fit head_tail a mix of the last 4 layers 4 epochs lr 0.0001")
