@@ -254,6 +254,8 @@ def main() -> None:
     def key(x):  # a rerun of the same variant replaces its result
         return (x.get("max_len"), x.get("input"), x["model"], *(setting(x, k) for k in ("fit", "lr", "epochs", "seed", "layers")))
 
+    # What landed in the file during the run (an --average, another run) is kept: read it again.
+    previous = json.loads(path.read_text())["kit"]
     # Averages made of a replaced run still name it: the rerun records the paths it replaces.
     replaced = [x for x in previous if key(x) == key(r)]
     r["replaces"] = [p for x in replaced for p in (x.get("run"), *x.get("replaces", ())) if p]
