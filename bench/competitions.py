@@ -252,7 +252,8 @@ def main() -> None:
     r["command"] = command
 
     def key(x):  # a rerun of the same variant replaces its result
-        return (x.get("max_len"), x.get("input"), x["model"], *(setting(x, k) for k in ("fit", "lr", "epochs", "seed", "layers")))
+        # The pooling is in the model's name; every other setting of the recipe counts.
+        return (x.get("max_len"), x.get("input"), x["model"], *(setting(x, k) for k in RECIPE if k != "pooling"))
 
     # What landed in the file during the run (an --average, another run) is kept: read it again.
     previous = json.loads(path.read_text())["kit"]
