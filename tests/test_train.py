@@ -465,3 +465,30 @@ def test_progress_bars_do_not_flood_a_log_file(tiny_csv, tiny_bert, tmp_path):
         assert subprocess.run(predict, stdout=log, stderr=subprocess.STDOUT, timeout=600).returncode == 0
     text = (tmp_path / "plog.txt").read_text()
     assert "\r" not in text and "it/s]" not in text and "wrote" in text
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_head_bias_mean_starts_the_head_at_the_training_rows_mean(tmp_path, tiny_bert, task):
+    from safetensors.torch import load_file
+
+    df = tiny_frame(60).assign(content=lambda d: d.target * 0.5 + 3)  # scores far from 0, as essays'
+    df["level"] = np.where(df.target < df.target.quantile(0.3), "hard", "easy")  # 70/30 classes
+    df.to_csv(tmp_path / "t.csv", index=False)
+    kw = (dict(target_cols=("target", "content")) if task == "regression"
+          else dict(task="classification", target_cols=("level",), num_labels=2))
+    start = {}
+    for on in (False, True):  # lr 0: the saved head is the head as it started
+        out = tmp_path / f"r{on}"
+        run_cv(cfg_for(tmp_path / "t.csv", out, tiny_bert, lr=0.0, head_lr=0.0, max_steps=2, only_folds=(0,),
+                       head_bias_mean=on, **kw))
+        start[on] = load_file(out / "fold0" / "kit_model.safetensors")
+    folds = pd.read_csv(out / "folds.csv", dtype={"id": str})
+    train = df[df.id.isin(folds.id[folds.fold != 0])]
+    if task == "regression":
+        expected = train[["target", "content"]].mean().to_numpy()
+    else:  # log class shares, in the kit's label order (sorted: easy, hard)
+        expected = np.log(train.level.value_counts(normalize=True).sort_index().to_numpy())
+    assert np.allclose(start[True]["head.bias"].numpy(), expected, atol=1e-5)
+    assert not np.allclose(start[False]["head.bias"].numpy(), expected, atol=0.1)  # the default: near 0
+    # Only the bias differs: the same seed draws the same head and pooling.
+    assert torch.equal(start[True]["head.weight"], start[False]["head.weight"])

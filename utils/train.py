@@ -356,6 +356,15 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     model = TextModel.from_backbone(
         cfg.model, spec, cfg.backbone_dropout, cfg.reinit_layers, cfg.gradient_checkpointing
     )
+    # The training rows' mean (class shares): what a blank text is predicted as, and where
+    # --head-bias-mean starts the head (targets far from 0, such as scores 1-5, are then not
+    # first reached by pushing the pretrained encoder's features).
+    target_mean = (np.bincount(y[tr].astype(int), minlength=n_out) / len(tr) if cfg.task == "classification"
+                   else y[tr, : len(cfg.target_cols)].astype(float).mean(0))
+    if cfg.head_bias_mean:
+        start = np.log(np.maximum(target_mean, 1e-6)) if cfg.task == "classification" else target_mean
+        with torch.no_grad():
+            model.head.bias.copy_(torch.as_tensor(start, dtype=model.head.bias.dtype))
     ydtype = torch.long if cfg.task == "classification" and pseudo is None else torch.float32
     collate = Collator(tokenizer.pad_token_id or 0, 8, ydtype)
     procs = accelerator.num_processes
@@ -475,11 +484,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     info = {"fold": fold, "best_score": best, "steps": step, "seconds": time.time() - t0}
     info["n_train"], info["n_valid"], info["n_truncated"] = len(tr), len(va), n_cut
     info["n_pseudo"] = len(p_texts)
-    # What a blank text is predicted as at inference: the training rows' mean (class shares).
-    if cfg.task == "classification":
-        info["target_mean"] = (np.bincount(y[tr].astype(int), minlength=n_out) / len(tr)).tolist()
-    else:
-        info["target_mean"] = y[tr, : len(cfg.target_cols)].astype(float).mean(0).tolist()
+    info["target_mean"] = target_mean.tolist()  # what a blank text is predicted as at inference
     return final, tokenizer, oof, {**info, "history": history}
 
 
