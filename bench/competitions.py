@@ -158,7 +158,7 @@ def setting(r: dict, name: str):
 
 
 def changed(r: dict) -> list:
-    """The head's start, layers, epochs, lr and seed a run changed from the recipe, in words (seed first)."""
+    """The seed, lr, epochs, layers and head's start a run changed from the recipe, in words."""
     words = {"epochs": lambda v: f"{v} epochs", "lr": lambda v: f"lr {v:g}", "seed": lambda v: f"seed {v}",
              "layers": lambda v: f"a mix of the last {v} layers", "head_bias_mean": lambda v: "head bias from the mean"}
     order = ("seed", "lr", "epochs", "layers", "head_bias_mean")

@@ -475,7 +475,7 @@ def test_head_bias_mean_starts_the_head_at_the_training_rows_mean(tmp_path, tiny
     df["level"] = np.where(df.target < df.target.quantile(0.3), "hard", "easy")  # 70/30 classes
     df.to_csv(tmp_path / "t.csv", index=False)
     kw = (dict(target_cols=("target", "content")) if task == "regression"
-          else dict(task="classification", target_cols=("level",), num_labels=2))
+          else dict(task="classification", target_cols=("level",), num_labels=3))  # a third class never seen
     start = {}
     for on in (False, True):  # lr 0: the saved head is the head as it started
         out = tmp_path / f"r{on}"
@@ -486,8 +486,12 @@ def test_head_bias_mean_starts_the_head_at_the_training_rows_mean(tmp_path, tiny
     train = df[df.id.isin(folds.id[folds.fold != 0])]
     if task == "regression":
         expected = train[["target", "content"]].mean().to_numpy()
-    else:  # log class shares, in the kit's label order (sorted: easy, hard)
-        expected = np.log(train.level.value_counts(normalize=True).sort_index().to_numpy())
+    else:  # class shares in the kit's label order (sorted: easy, hard), then the unseen third class
+        expected = np.append(train.level.value_counts(normalize=True).sort_index().to_numpy(), 0.0)
+    # What a blank text is predicted as: the same means (shares), with the option or without.
+    assert np.allclose(json.loads((out / "fold0" / "history.json").read_text())["target_mean"], expected)
+    if task == "classification":
+        expected = np.log(np.maximum(expected, 1e-6))  # logits whose softmax is the shares
     assert np.allclose(start[True]["head.bias"].numpy(), expected, atol=1e-5)
     assert not np.allclose(start[False]["head.bias"].numpy(), expected, atol=0.1)  # the default: near 0
     # Only the bias differs: the same seed draws the same head and pooling.

@@ -46,7 +46,7 @@ class TrainConfig:
     backbone_dropout: bool = False  # off by default: reported to help regression on this task
     head_dropout: float = 0.0  # dropout before the head
     reinit_layers: int = 0  # re-initialise the top k encoder layers
-    head_bias_mean: bool = False  # the head's bias starts at the training rows' mean (log class shares), not near 0
+    head_bias_mean: bool = False  # the head's bias starts at the labelled training rows' mean (log class shares), not near 0
     gradient_checkpointing: bool = False  # trade compute for memory (large models on a T4)
     max_len: int = 256  # tokens per text, special tokens included (at most the backbone's)
     fit: str = ""  # a longer text: head = first tokens; head_tail = first quarter + end; windows = overlapping windows, predictions averaged (empty: the competition's)

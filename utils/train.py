@@ -356,9 +356,9 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     model = TextModel.from_backbone(
         cfg.model, spec, cfg.backbone_dropout, cfg.reinit_layers, cfg.gradient_checkpointing
     )
-    # The training rows' mean (class shares): what a blank text is predicted as, and where
-    # --head-bias-mean starts the head (targets far from 0, such as scores 1-5, are then not
-    # first reached by pushing the pretrained encoder's features).
+    # The labelled training rows' mean (class shares): what a blank text is predicted as, and where
+    # --head-bias-mean starts the head (targets far from 0, such as scores 1-5, are then there from
+    # the first step, not reached through the head's weights and the encoder's features).
     target_mean = (np.bincount(y[tr].astype(int), minlength=n_out) / len(tr) if cfg.task == "classification"
                    else y[tr, : len(cfg.target_cols)].astype(float).mean(0))
     if cfg.head_bias_mean:
