@@ -470,7 +470,8 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     oof = pd.DataFrame({"id": df[cfg.id_col].iloc[va].to_numpy()})
     if cfg.task == "classification":
         oof[cfg.target_cols[0]] = df[cfg.target_cols[0]].iloc[va].to_numpy()
-        oof["pred"] = [labels[j] for j in best_pred.argmax(1)]
+        # --num-labels above the classes seen: an unseen class has no name to predict
+        oof["pred"] = [labels[j] for j in best_pred[:, : len(labels)].argmax(1)]
         for j, lab in enumerate(labels):
             oof[f"prob_{lab}"] = best_pred[:, j]
     elif len(cfg.target_cols) == 1:
