@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from .cli import HelpFormatter, cli_error  # noqa: F401 (cli_error: re-exported)
+from .files import content_sha256, file_sha256  # noqa: F401 (re-exported)
 from .pooling import POOLING_MODES
 
 FITS = ("head", "head_tail", "windows")  # how a text longer than max_len is fitted (utils.batching)
@@ -153,41 +152,6 @@ def resolve(cfg: TrainConfig) -> tuple[TrainConfig, object]:
     if not cfg.fit:
         kw["fit"] = comp.long_text
     return dataclasses.replace(cfg, **kw), comp
-
-
-# A model folder's files that shape what it computes: config, weights, tokenizer.
-MODEL_FILES = ("*.json", "*.safetensors", "*.bin", "*.model", "*.txt")
-
-
-@functools.lru_cache(maxsize=64)
-def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
-    # Keyed by size and mtime too: a file rewritten in place is hashed again.
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_sha256(path) -> str:
-    """sha256 of a file's content (cached while its size and mtime stay the same)."""
-    st = Path(path).stat()
-    return _file_sha256(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
-
-
-def content_sha256(path) -> str | None:
-    """What a run was given, by content: a file's sha256; a local model folder's, over its
-    config, weight and tokenizer files (names and contents); None for a hub name or no path."""
-    path = Path(path) if path else None
-    if path is None or not path.exists():
-        return None
-    if path.is_file():
-        return file_sha256(path)
-    files = sorted({f for pattern in MODEL_FILES for f in path.glob(pattern) if f.is_file()})
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f"{f.name}\0{file_sha256(f)}\0".encode())
-    return digest.hexdigest()
 
 
 # What a run was given by content, not by path (identity's keys -> what a user calls them).

@@ -4,6 +4,8 @@ all) and a run folder's finished folds."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import json
 import os
 import shutil
@@ -88,3 +90,38 @@ def run_names(runs) -> list:
         seen[name] = run
         names.append(name)
     return names
+
+
+# A model folder's files that shape what it computes: config, weights, tokenizer.
+MODEL_FILES = ("*.json", "*.safetensors", "*.bin", "*.model", "*.txt")
+
+
+@functools.lru_cache(maxsize=64)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    # Keyed by size and mtime too: a file rewritten in place is hashed again.
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sha256(path) -> str:
+    """sha256 of a file's content (cached while its size and mtime stay the same)."""
+    st = Path(path).stat()
+    return _file_sha256(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+
+
+def content_sha256(path) -> str | None:
+    """What a run was given, by content: a file's sha256; a local model folder's, over its
+    config, weight and tokenizer files (names and contents); None for a hub name or no path."""
+    path = Path(path) if path else None
+    if path is None or not path.exists():
+        return None
+    if path.is_file():
+        return file_sha256(path)
+    files = sorted({f for pattern in MODEL_FILES for f in path.glob(pattern) if f.is_file()})
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f"{f.name}\0{file_sha256(f)}\0".encode())
+    return digest.hexdigest()

@@ -1,29 +1,265 @@
-"""Runs side by side: one table of every run folder, sorted by CV in its competition's metric.
+"""A run folder, in one place: its files, written and read here and nowhere else, its identity,
+and the table of runs side by side.
 
     python -m utils.runs                    # the runs folder (utils.env.runs_dir())
     python -m utils.runs runs/ other/runs   # run folders, or folders holding them
     python -m utils.runs --diff runs/a runs/b   # every setting two runs differ in
 
-Light (pandas only): it reads each run's config.json and metrics.json, no model.
+A run folder (utils.train writes it; a baseline from the EDA is one too, with its OOF only):
+
+    config.json    the settings that define the run (resuming compares them)
+    folds.csv      id,fold: the fold of every training row
+    fold{k}/       a finished fold: the model's own files (utils.model), oof.csv, history.json
+    oof.csv        every finished fold's out-of-fold rows: id, the truth, the predictions, fold
+    metrics.json   the competition's metric per fold and over the folds, and how to reproduce it
+
+A run's identity is a short hash of what defines it: its config, its folds, and its finished
+folds' model files (weights, the saved config and tokenizer); the training data and the backbone
+count through the content hashes in its config. A copy of the folder keeps it; a fold trained
+again, or other data in the same paths, changes it. blend.json records its members' identities.
+
+Light (pandas only): nothing here loads a model.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .cli import HelpFormatter, cli_error
-from .competition import from_settings
+from .competition import Competition, from_settings
+from .files import file_sha256, fold_dirs, write_csv, write_json
+from .objective import Objective, get_objective
+
+CONFIG = "config.json"
+FOLDS = "folds.csv"
+OOF = "oof.csv"
+METRICS = "metrics.json"
+HISTORY = "history.json"
+BLEND = "blend.json"  # utils.ensemble's output, beside the runs it blends
+RUN_FILES = (FOLDS, OOF, METRICS, CONFIG)  # a run's own summaries, beside its fold folders
+FOLD_SUMMARIES = (OOF, HISTORY)  # a fold folder's files that are not the model's
+
+
+# ----------------------------------------------------------------------------- the folder
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot be read as JSON ({type(e).__name__}: {e})") from None
+
+
+def read_config(run) -> dict:
+    """config.json: the settings that define the run."""
+    return _read_json(Path(run) / CONFIG)
+
+
+def has_config(run) -> bool:
+    return (Path(run) / CONFIG).is_file()
+
+
+def write_config(run, settings: dict) -> None:
+    write_json(Path(run) / CONFIG, settings)
+
+
+def has_folds(run) -> bool:
+    return (Path(run) / FOLDS).is_file()
+
+
+def read_folds(run) -> pd.Series:
+    """folds.csv as a Series: fold per id (ids as strings)."""
+    return pd.read_csv(Path(run) / FOLDS, dtype={"id": str}).set_index("id")["fold"]
+
+
+def folds_path(run) -> Path:
+    """folds.csv's path (what --folds-csv takes to train another run on the same folds)."""
+    return Path(run) / FOLDS
+
+
+def write_folds(run, ids, folds) -> None:
+    write_csv(Path(run) / FOLDS, pd.DataFrame({"id": np.asarray(ids), "fold": np.asarray(folds)}))
+
+
+def write_fold_summaries(folder, oof: pd.DataFrame, history: dict) -> None:
+    """A fold folder's OOF rows and history (the model's own files are utils.model's)."""
+    write_csv(Path(folder) / OOF, oof)
+    write_json(Path(folder) / HISTORY, history)
+
+
+def read_history(run, fold: int) -> dict:
+    """fold{k}/history.json: the fold's validations, steps, seconds, micro-batch."""
+    return _read_json(Path(run) / f"fold{fold}" / HISTORY)
+
+
+def finished_folds(run) -> list:
+    """Fold numbers of the run's finished folds (none: [])."""
+    return [int(p.name[4:]) for p in fold_dirs(run, required=False)]
+
+
+def collect_oof(run) -> pd.DataFrame:
+    """The finished folds' OOF rows, concatenated and written as the run's oof.csv."""
+    oof = pd.concat([pd.read_csv(Path(run) / f"fold{k}" / OOF, dtype={"id": str})
+                     for k in finished_folds(run)])
+    write_csv(Path(run) / OOF, oof)
+    return oof
+
+
+def write_oof(run, oof: pd.DataFrame) -> None:
+    """A run's oof.csv (a baseline's: id, the truth, fold, the predictions)."""
+    write_csv(Path(run) / OOF, oof)
+
+
+def has_oof(run) -> bool:
+    return (Path(run) / OOF).is_file()
+
+
+def remove_results(run) -> None:
+    """Delete a run's finished folds and summaries (its config stays): a run started over."""
+    import shutil
+
+    run = Path(run)
+    for p in [*run.glob("fold[0-9]*"), run / OOF, run / METRICS, run / FOLDS]:
+        shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+# Keys of metrics.json written before it had one vocabulary: (cv key, per-fold key, metric).
+OLD_KEYS = (("cv_rmse", "fold_rmse", "rmse"), ("cv_log_loss", "fold_log_loss", "log_loss"))
+
+
+def read_metrics(run) -> dict:
+    """metrics.json in one vocabulary: `metric`, `cv`, `fold_score` ({fold: score}, int keys), and
+    `per_metric` for the loss's own figures; a run saved before it had them is read through its
+    older keys (cv_rmse, cv_log_loss). {} when the run has none yet."""
+    path = Path(run) / METRICS
+    if not path.is_file():
+        return {}
+    m = _read_json(path)
+    if "cv" not in m:
+        for cv, fold, name in OLD_KEYS:
+            if cv in m:
+                m = {**m, "metric": m.get("metric", name), "cv": m[cv], "fold_score": m.get(fold, {})}
+                break
+    if isinstance(m.get("fold_score"), dict):
+        m["fold_score"] = {int(k): v for k, v in m["fold_score"].items()}
+    return m
+
+
+def write_metrics(run, metrics: dict) -> None:
+    write_json(Path(run) / METRICS, metrics)
+
+
+def has_metrics(run) -> bool:
+    return (Path(run) / METRICS).is_file()
+
+
+def competition(run, target: str = "target") -> Competition:
+    """The competition a run was trained for: metrics.json's, else the one its config's column
+    flags describe (a run saved before runs recorded it); a folder with neither (a baseline's
+    OOF): a regression of `target`."""
+    recorded = read_metrics(run).get("competition")
+    if recorded:
+        return Competition.from_dict(recorded, str(Path(run) / METRICS))
+    settings = read_config(run) if has_config(run) else {"target_cols": [target]}
+    return from_settings(settings)
+
+
+# ----------------------------------------------------------------------------- out-of-fold rows
+
+
+@dataclass(frozen=True)
+class Oof:
+    """A run's out-of-fold rows and what its columns mean (from the run's competition, never
+    guessed from their names)."""
+
+    frame: pd.DataFrame  # id, fold, the truth columns, the prediction columns
+    objective: Objective
+    truth: tuple  # the truth columns (targets, or the label column)
+    preds: tuple  # the prediction columns, one per output
+    outputs: tuple  # the outputs' names: targets, or class labels
+    metric: str  # the competition's metric
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(truth, predictions (N, outputs)) as the metrics take them."""
+        return self.objective.oof_arrays(self.frame, list(self.truth))
+
+
+def read_oof(run, target: str = "target") -> Oof:
+    """The run's oof.csv, its columns named by the run's competition (`target`: the target of a
+    folder that records none); one line naming the file when a column is missing."""
+    run = Path(run)
+    if not has_oof(run) or not has_folds(run):
+        missing = OOF if not has_oof(run) else FOLDS
+        raise FileNotFoundError(f"{run} has no {missing}: not a run folder with a finished fold")
+    frame = pd.read_csv(run / OOF, dtype={"id": str})
+    comp = competition(run, target)
+    objective = get_objective(comp.model_task)
+    truth = tuple(comp.target_cols[:1] if objective.classes else comp.target_cols)
+    labels = objective.oof_labels(frame.columns) if objective.classes else None
+    preds = tuple(objective.prediction_columns(truth, labels))
+    missing = [c for c in ("id", "fold", *truth, *preds) if c not in frame.columns]
+    if missing or (objective.classes and not labels):
+        missing = missing or ["prob_<label>"]
+        raise ValueError(f"{run / OOF} has no column {', '.join(map(repr, missing))} (found: "
+                         f"{', '.join(map(str, frame.columns))}); it does not hold {comp.slug}'s outputs")
+    outputs = tuple(labels) if objective.classes else truth
+    return Oof(frame, objective, truth, preds, outputs, comp.metric_name)
+
+
+# ----------------------------------------------------------------------------- identity
+
+
+def identity(run) -> str:
+    """A short hash of what defines the run: config.json (parsed, so formatting does not count),
+    folds.csv, and every finished fold's model files by content; a folder with no fold (a
+    baseline's OOF) counts its oof.csv instead."""
+    run = Path(run)
+    digest = hashlib.sha256()
+    if has_config(run):
+        digest.update(json.dumps(read_config(run), sort_keys=True).encode())
+    if has_folds(run):
+        digest.update(file_sha256(run / FOLDS).encode())
+    folders = fold_dirs(run, required=False)
+    for folder in folders:
+        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+            if f.name not in FOLD_SUMMARIES:
+                digest.update(f"{folder.name}/{f.relative_to(folder)}\0{file_sha256(f)}\0".encode())
+    if not folders and has_oof(run):
+        digest.update(file_sha256(run / OOF).encode())
+    return digest.hexdigest()[:12]
+
+
+def check_same_competition(runs) -> Competition:
+    """The runs' common competition; one line naming the run whose competition differs (runs of
+    two competitions never average or blend)."""
+    first = competition(runs[0])
+    for run in runs[1:]:
+        comp = competition(run)
+        if comp != first:
+            what = (f"{comp.slug}" if comp.slug != first.slug
+                    else f"another description of {comp.slug}")
+            raise ValueError(f"{run} was trained for {what} but {runs[0]} for {first.slug}: only "
+                             "runs of the same competition average or blend")
+    return first
+
+
+# ----------------------------------------------------------------------------- the table
 
 # The end of a model folder that names nothing (a backbone is named by the folder above it).
 GENERIC = {"model", "models", "weights", "checkpoint", "final", "main"}
 # Always shown; the settings in which the listed runs differ are added after them.
 SHOWN = ("competition", "model", "pooling", "max_len", "epochs", "lr", "seed")
+# What a run has done, after its settings.
+STATUS = ("metric", "cv", "folds done", "minutes", "date", "version", "identity")
 # Never compared: paths and content hashes name the inputs, not the recipe.
 UNCOMPARED = {"out", "train_csv", "train_csv_sha256", "folds_csv_sha256", "model_sha256",
               "pseudo_sha256", "competition_sha256"}
@@ -31,11 +267,10 @@ UNCOMPARED = {"out", "train_csv", "train_csv_sha256", "folds_csv_sha256", "model
 
 def is_run(folder: Path) -> bool:
     """A run folder: utils.train's config.json is in it."""
-    path = Path(folder) / "config.json"
-    if not path.is_file():
+    if not has_config(folder):
         return False
     try:
-        cfg = json.loads(path.read_text())
+        cfg = read_config(folder)
     except ValueError:
         return False
     return isinstance(cfg, dict) and {"model", "train_csv", "folds"} <= set(cfg)
@@ -61,20 +296,17 @@ def find_runs(paths) -> tuple[list, list]:
 
 def read_run(run: Path) -> dict:
     """One row: the run's settings, its CV and status, from config.json and metrics.json."""
-    cfg = json.loads((run / "config.json").read_text())
-    mpath = run / "metrics.json"
-    m = json.loads(mpath.read_text()) if mpath.is_file() else {}
+    cfg, m = read_config(run), read_metrics(run)
     done = m.get("folds_done", [])
     todo = cfg.get("only_folds") or list(range(cfg.get("folds", 0)))
-    comp = (m.get("competition") or {}).get("slug") or from_settings(cfg).slug
+    comp = competition(run).slug
     git = m.get("git") or {}
     version = (m.get("versions") or {}).get("kit", "")
     if git.get("commit"):
         version += f" {git['commit'][:7]}{'+dirty' if git.get('dirty') else ''}"
-    stamp = mpath if mpath.is_file() else run / "config.json"
+    stamp = run / (METRICS if has_metrics(run) else CONFIG)
     row = {"run": run.name, **{k: v for k, v in cfg.items() if k not in UNCOMPARED}, "competition": comp,
-           "metric": m.get("metric", "rmse" if "cv_rmse" in m else ""),
-           "cv": m.get("cv", m.get("cv_rmse")), "folds done": f"{len(done)}/{cfg.get('folds', len(todo))}",
+           "metric": m.get("metric", ""), "cv": m.get("cv"), "identity": identity(run), "folds done": f"{len(done)}/{cfg.get('folds', len(todo))}",
            "minutes": round(sum((m.get("seconds_per_fold") or {}).values()) / 60, 1),
            "date": datetime.datetime.fromtimestamp(stamp.stat().st_mtime).strftime("%Y-%m-%d %H:%M"),
            "version": version.strip()}
@@ -98,8 +330,7 @@ def backbone_name(model: str) -> str:
 
 
 def _differing(rows: list) -> list:
-    keys = sorted({k for r in rows for k in r} - set(SHOWN) - {"run", "metric", "cv", "folds done", "minutes",
-                                                             "date", "version"})
+    keys = sorted({k for r in rows for k in r} - set(SHOWN) - set(STATUS) - {"run"})
     return [k for k in keys if len({json.dumps(r.get(k), sort_keys=True) for r in rows}) > 1]
 
 
@@ -109,7 +340,7 @@ def table(runs) -> pd.DataFrame:
     from .metrics import METRICS
 
     rows = [read_run(Path(r)) for r in runs]
-    cols = ["run", *SHOWN, *_differing(rows), "metric", "cv", "folds done", "minutes", "date", "version"]
+    cols = ["run", *SHOWN, *_differing(rows), *STATUS]
     df = pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=cols)
     if df.empty:
         return df
@@ -121,8 +352,7 @@ def table(runs) -> pd.DataFrame:
 
 def diff(a, b) -> list:
     """[(setting, value in a, value in b)] for every setting two runs differ in."""
-    ca = json.loads((Path(a) / "config.json").read_text())
-    cb = json.loads((Path(b) / "config.json").read_text())
+    ca, cb = read_config(a), read_config(b)
     keys = sorted(set(ca) | set(cb))
     return [(k, ca.get(k), cb.get(k)) for k in keys if ca.get(k) != cb.get(k)]
 
