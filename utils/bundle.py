@@ -257,7 +257,8 @@ def read_blend(path, names) -> dict:
     weights_per_fold is narrowed the same way (each fold's weights renormalised), so fold k's
     pseudo-labels made from the bundle still use weights fitted without fold k's rows."""
     from .data import DataError
-    from .predict import blend_weights, normalize_weights, read_blend_json
+    from .ensemble import blend_weights, normalize_weights
+    from .ensemble import read_blend as read_blend_json
 
     try:
         blend = read_blend_json(path)

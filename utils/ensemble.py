@@ -18,6 +18,7 @@ from .cli import HelpFormatter
 from .data import DataError
 from .files import run_names, write_json
 from .metrics import rmse
+from .runs import identity as run_identity
 
 
 def _oof_layout(run: Path, oof: pd.DataFrame, target: str) -> dict:
@@ -245,6 +246,7 @@ def blend_report(runs, target="target", extra: dict | None = None) -> dict:
     C = P[:, :, -1] if m["kind"] == "classification" else P.transpose(0, 2, 1).reshape(-1, P.shape[1])
     return {
         "runs": names,
+        "identities": {n: run_identity(r) for n, r in zip(names, runs)},
         "metric": metric.name,
         "greater_is_better": metric.greater_is_better,
         "outputs": m["outputs"],
@@ -271,9 +273,93 @@ def summary(report: dict) -> pd.DataFrame:
     return pd.DataFrame({report["metric"]: rows})
 
 
+# ----------------------------------------------------------------------------- blend.json
+
+
+def normalize_weights(weights, n: int) -> np.ndarray:
+    """Non-negative blend weights summing to 1: (n,), or (n, targets) with each target's column
+    summing to 1 (per-target weights); equal weights when None."""
+    if weights is None:
+        return np.full(n, 1.0 / n)
+    w = np.asarray(weights, dtype=float)
+    if w.ndim not in (1, 2) or w.shape[0] != n:
+        raise ValueError(f"{len(w)} blend weights for {n} runs")
+    if (w < 0).any() or not np.isfinite(w).all() or (w.sum(axis=0) <= 0).any():
+        raise ValueError(f"blend weights must be non-negative with a positive sum, got {w.tolist()}")
+    return w / w.sum(axis=0)
+
+
 def save_blend(path, report: dict) -> None:
-    """blend.json in the predict CLI's format: {"runs": [...], "weights": [...]} (+ the report)."""
+    """blend.json: the report of blend_report ("runs", "identities", "weights", "weights_per_fold",
+    "rule", the scores), written atomically; what read_blend reads back."""
     write_json(path, report)
+
+
+def read_blend(path) -> dict:
+    """blend.json checked: {"runs": [names], "weights": [one per run]}, and, as blend_report
+    writes it, "identities": {name: run identity} and "weights_per_fold": {fold: [one per run]}
+    (fold k's weights fitted without fold k's rows)."""
+    path = Path(path)
+    try:
+        blend = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: cannot be read as a blend.json ({type(e).__name__}: {e})") from None
+    if not isinstance(blend, dict) or not {"runs", "weights"} <= set(blend):
+        found = sorted(blend) if isinstance(blend, dict) else type(blend).__name__
+        raise DataError(f"{path}: expected {{'runs': [...], 'weights': [...]}} as utils.ensemble "
+                        f"writes it, found {found}")
+    runs, weights = blend["runs"], blend["weights"]
+    if not isinstance(runs, list) or not isinstance(weights, list) or len(runs) != len(weights):
+        raise DataError(f"{path}: 'runs' and 'weights' must be lists of the same length")
+    for k, w in (blend.get("weights_per_fold") or {}).items():
+        if not isinstance(w, list) or len(w) != len(runs):
+            raise DataError(f"{path}: weights_per_fold[{k}] must give one weight per run")
+    return blend
+
+
+def check_members(blend: dict, runs, path="blend.json") -> None:
+    """One line unless the blend's members are exactly `runs`: every member given, no other run,
+    and each the same run it was fitted on (its identity, utils.runs.identity). A blend saved
+    before blends recorded identities is checked by folder names only (said on stderr)."""
+    names = run_names(runs)
+    listed = list(blend["runs"])
+    missing = [n for n in listed if n not in names]
+    extra = [n for n in names if n not in listed]
+    if missing or extra:
+        what = "; ".join(x for x in (f"its member(s) {', '.join(missing)} not given" if missing else "",
+                                     f"run(s) {', '.join(extra)} not in it" if extra else "") if x)
+        raise DataError(f"{path} blends {', '.join(listed)}, not the runs given ({what}): give exactly "
+                        "its runs, or fit a blend of these runs with utils.ensemble")
+    recorded = blend.get("identities")
+    if not recorded:
+        print(f"note: {Path(path).name} records no run identities (saved by an older version): its "
+              "members are matched by folder name only", file=sys.stderr, flush=True)
+        return
+    for name, run in zip(names, runs):
+        mine = run_identity(run)
+        if recorded.get(name) != mine:
+            raise DataError(f"{path} was fitted on another run named {name!r} (identity "
+                            f"{recorded.get(name)}, but {run} is {mine}): fit the blend again on these runs")
+
+
+def _pick(listed, weights, names) -> np.ndarray:
+    by_name = dict(zip(listed, weights))
+    return np.array([by_name[n] for n in names], dtype=float)
+
+
+def blend_weights(path, runs, blend: dict | None = None) -> tuple[np.ndarray, dict | None]:
+    """From blend.json (read once, or `blend` already read from `path`), after check_members: the
+    weights of `runs` in their order, and {fold: weights summing to 1} from weights_per_fold
+    (fold k's fitted on the other folds' rows only), or None when the file has none."""
+    blend = read_blend(path) if blend is None else blend
+    check_members(blend, runs, path)
+    names = run_names(runs)
+    weights = _pick(blend["runs"], blend["weights"], names)
+    if not blend.get("weights_per_fold"):
+        return weights, None
+    per_fold = {int(k): normalize_weights(_pick(blend["runs"], w, names), len(runs))
+                for k, w in blend["weights_per_fold"].items()}
+    return weights, per_fold
 
 
 def main(argv=None) -> int:

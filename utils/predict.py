@@ -29,7 +29,8 @@ from .cli import HelpFormatter, show_progress
 from .competition import Competition, read_split
 from .config import cli_error
 from .data import DataError
-from .files import fold_dirs, run_names, write_csv
+from .ensemble import blend_weights, normalize_weights, read_blend
+from .files import fold_dirs, write_csv
 from .metrics import apply_rule
 from .model import KIT_CONFIG, TextModel, amp_precision
 
@@ -157,74 +158,6 @@ def check_runs_agree(runs) -> dict:
     return first
 
 
-def normalize_weights(weights, n: int) -> np.ndarray:
-    """Non-negative blend weights summing to 1: (n,), or (n, targets) with each target's column
-    summing to 1 (utils.ensemble's per-target weights); equal weights when None."""
-    if weights is None:
-        return np.full(n, 1.0 / n)
-    w = np.asarray(weights, dtype=float)
-    if w.ndim not in (1, 2) or w.shape[0] != n:
-        raise ValueError(f"{len(w)} blend weights for {n} runs")
-    if (w < 0).any() or not np.isfinite(w).all() or (w.sum(axis=0) <= 0).any():
-        raise ValueError(f"blend weights must be non-negative with a positive sum, got {w.tolist()}")
-    return w / w.sum(axis=0)
-
-
-def read_blend_json(path) -> dict:
-    """blend.json checked: {"runs": [names], "weights": [one per run]}, and, as utils.ensemble
-    writes it, "weights_per_fold": {fold: [one per run]} (fold k's weights fitted without fold k)."""
-    path = Path(path)
-    try:
-        blend = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path}: cannot be read as a blend.json ({type(e).__name__}: {e})") from None
-    if not isinstance(blend, dict) or not {"runs", "weights"} <= set(blend):
-        found = sorted(blend) if isinstance(blend, dict) else type(blend).__name__
-        raise DataError(f"{path}: expected {{'runs': [...], 'weights': [...]}} as utils.ensemble "
-                        f"writes it, found {found}")
-    runs, weights = blend["runs"], blend["weights"]
-    if not isinstance(runs, list) or not isinstance(weights, list) or len(runs) != len(weights):
-        raise DataError(f"{path}: 'runs' and 'weights' must be lists of the same length")
-    for k, w in (blend.get("weights_per_fold") or {}).items():
-        if not isinstance(w, list) or len(w) != len(runs):
-            raise DataError(f"{path}: weights_per_fold[{k}] must give one weight per run")
-    return blend
-
-
-def _pick(path, listed, weights, runs) -> np.ndarray:
-    by_name = dict(zip(listed, weights))
-    names = run_names(runs)
-    missing = [n for n in names if n not in by_name]
-    if missing:
-        raise DataError(f"{path} has no weight for run {', '.join(missing)}; it lists {listed}")
-    return np.array([by_name[n] for n in names], dtype=float)
-
-
-def blend_weights(path, runs, blend: dict | None = None) -> tuple[np.ndarray, dict | None]:
-    """From blend.json (read once, or `blend` already read from `path`): the weights of `runs`
-    in their order, and {fold: weights of `runs`, summing to 1} from weights_per_fold (fold k's
-    fitted on the other folds' rows only), or None when the file has none. Members of the blend
-    that are not in `runs` are left out and each fold's weights renormalised: still fitted
-    without fold k."""
-    blend = read_blend_json(path) if blend is None else blend
-    weights = _pick(path, blend["runs"], blend["weights"], runs)
-    if not blend.get("weights_per_fold"):
-        return weights, None
-    per_fold = {}
-    for k, w in blend["weights_per_fold"].items():
-        picked = _pick(path, blend["runs"], w, runs)
-        if not picked.sum() > 0:
-            raise DataError(f"{path}: fold {k}'s weights are all on members not given here "
-                            f"({', '.join(blend['runs'])}); give those runs too")
-        per_fold[int(k)] = normalize_weights(picked, len(runs))
-    return weights, per_fold
-
-
-def load_blend(path, runs) -> np.ndarray:
-    """Weights from blend.json ({"runs": [names], "weights": [...]}), in the order of `runs`."""
-    return blend_weights(path, runs)[0]
-
-
 def predict(runs, texts, weights=None, timings: dict | None = None, **kw) -> np.ndarray:
     """Blend of runs (each the mean of its folds) with non-negative weights normalised to sum 1."""
     check_runs_agree(runs)  # from the saved configs, before any model loads
@@ -324,7 +257,7 @@ def submit(runs, test_csv, out="submission.csv", weights=None, blend_json=None, 
     `out`. Everything read from disk is checked before the first model loads."""
     spec = check_runs_agree(runs)
     comp = run_competition(runs[0])
-    blend = read_blend_json(blend_json) if blend_json else None
+    blend = read_blend(blend_json) if blend_json else None
     if blend is not None:
         weights = blend_weights(blend_json, runs, blend)[0]
     normalize_weights(weights, len(runs))
