@@ -25,7 +25,7 @@ def write(tmp_path, df, name="train.csv"):
 
 def test_reads_valid_file_and_keeps_extra_columns(tmp_path):
     df = tiny_frame(10).assign(extra=1)
-    out = read_csv(write(tmp_path, df))
+    out = read_csv(write(tmp_path, df), "excerpt")
     assert list(out.columns) == list(df.columns)
     assert out["target"].dtype == float
 
@@ -43,7 +43,7 @@ def test_reads_valid_file_and_keeps_extra_columns(tmp_path):
 )
 def test_bad_input_names_file_column_and_rows(tmp_path, mutate, match):
     with pytest.raises(DataError, match=match):
-        read_csv(write(tmp_path, mutate(tiny_frame(10))))
+        read_csv(write(tmp_path, mutate(tiny_frame(10))), "excerpt")
 
 
 def test_bom_and_crlf_are_read_correctly(tmp_path):
@@ -51,7 +51,7 @@ def test_bom_and_crlf_are_read_correctly(tmp_path):
     df.loc[2, "excerpt"] = "First line.\nSecond line, with \"quotes\"."
     path = tmp_path / "train.csv"
     path.write_bytes(b"\xef\xbb\xbf" + df.to_csv(index=False, lineterminator="\r\n").encode())
-    out = read_csv(path)
+    out = read_csv(path, "excerpt")
     assert list(out.columns)[0] == "id"
     assert out.loc[2, "excerpt"].startswith("First line.") and "quotes" in out.loc[2, "excerpt"]
     assert out["id"].tolist() == df["id"].tolist()
@@ -59,9 +59,9 @@ def test_bom_and_crlf_are_read_correctly(tmp_path):
 
 def test_test_file_with_one_row_works_and_missing_file_is_clear(tmp_path):
     df = tiny_frame(1).drop(columns=["target", "standard_error"])
-    assert len(read_csv(write(tmp_path, df, "test.csv"), target_cols=())) == 1
+    assert len(read_csv(write(tmp_path, df, "test.csv"), "excerpt", target_cols=())) == 1
     with pytest.raises(DataError, match="nope.csv: file not found"):
-        read_csv(tmp_path / "nope.csv")
+        read_csv(tmp_path / "nope.csv", "excerpt")
 
 
 @pytest.mark.parametrize("n,k", [(60, 2), (2834, 5), (37, 5)])

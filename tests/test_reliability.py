@@ -174,7 +174,7 @@ def test_blank_test_texts_get_the_training_mean_and_the_submission_is_still_writ
     with pytest.raises(Exception, match="column 'excerpt' is empty at row 3"):
         from utils.data import read_csv
 
-        read_csv(tmp_path / "test.csv", target_cols=())
+        read_csv(tmp_path / "test.csv", "excerpt", target_cols=())
 
 
 @pytest.mark.parametrize(
@@ -283,7 +283,7 @@ def test_sigkill_mid_fold_then_rerun_resumes_to_the_uninterrupted_result(tiny_cs
     assert np.allclose([h["rmse"] for h in hist(out)], [h["rmse"] for h in hist(ref)], atol=1e-5)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["folds_done"] == [0, 1]
-    assert metrics["cv_rmse"] == pytest.approx(json.loads((ref / "metrics.json").read_text())["cv_rmse"], abs=1e-5)
+    assert metrics["cv"] == pytest.approx(json.loads((ref / "metrics.json").read_text())["cv"], abs=1e-5)
 
 
 # ----------------------------------------------------------------------------- versions

@@ -28,13 +28,15 @@ def test_cv_outputs_and_invariants(tiny_csv, tiny_bert, tmp_path):
     merged = oof.merge(folds, on="id", suffixes=("", "_f"))
     assert (merged.fold == merged.fold_f).all()
     rmse = float(np.sqrt(((oof.target - oof.pred) ** 2).mean()))
-    assert metrics["cv_rmse"] == pytest.approx(rmse)
+    assert metrics["metric"] == "rmse" and metrics["cv"] == pytest.approx(rmse)
     saved = json.loads((out / "metrics.json").read_text())
-    assert saved["cv_rmse"] == pytest.approx(rmse)
+    assert saved["cv"] == pytest.approx(rmse)
+    # One vocabulary: the older keys are no longer written.
+    assert not {"cv_rmse", "fold_rmse", "cv_log_loss", "mcrmse", "rmse_per_target"} & set(saved)
     for k in (0, 1):
         part = oof[oof.fold == k]
         fold_rmse = float(np.sqrt(((part.target - part.pred) ** 2).mean()))
-        assert saved["fold_rmse"][str(k)] == pytest.approx(fold_rmse)
+        assert saved["fold_score"][str(k)] == pytest.approx(fold_rmse)
         hist = json.loads((out / f"fold{k}" / "history.json").read_text())
         assert min(h["rmse"] for h in hist["history"]) == pytest.approx(fold_rmse, abs=1e-5)
     assert set(saved["versions"]) >= {"torch", "transformers"}
@@ -62,7 +64,7 @@ def test_seed_determinism_and_shared_folds(tiny_csv, tiny_bert, tmp_path):
     b = run_cv(cfg_for(tiny_csv, tmp_path / "b", tiny_bert))
     run_cv(cfg_for(tiny_csv, tmp_path / "c", tiny_bert, seed=7))
     read = lambda r: pd.read_csv(tmp_path / r / "oof.csv")  # noqa: E731
-    assert read("a").equals(read("b")) and a["cv_rmse"] == b["cv_rmse"]
+    assert read("a").equals(read("b")) and a["cv"] == b["cv"]
     assert not np.allclose(read("a").pred, read("c").pred)
     folds = lambda r: pd.read_csv(tmp_path / r / "folds.csv")  # noqa: E731
     assert folds("a").equals(folds("c"))  # --seed never moves the folds
@@ -212,8 +214,8 @@ def test_multi_target_regression(tmp_path, tiny_bert):
     m = run_cv(cfg_for(tmp_path / "t.csv", tmp_path / "r", tiny_bert, target_cols=("target", "content")))
     oof = pd.read_csv(tmp_path / "r" / "oof.csv")
     assert {"pred_target", "pred_content"} <= set(oof.columns)
-    per = m["rmse_per_target"]
-    assert m["mcrmse"] == pytest.approx((per["target"] + per["content"]) / 2)
+    per = m["per_metric"]["rmse"]["per_target"]
+    assert m["metric"] == "mcrmse" and m["cv"] == pytest.approx((per["target"] + per["content"]) / 2)
 
 
 def test_classification(tmp_path, tiny_bert):
@@ -224,9 +226,10 @@ def test_classification(tmp_path, tiny_bert):
                        target_cols=("level",), num_labels=2))
     oof = pd.read_csv(tmp_path / "r" / "oof.csv")
     assert np.allclose(oof[["prob_easy", "prob_hard"]].sum(axis=1), 1.0, atol=1e-6)
-    assert 0 <= m["cv_accuracy"] <= 1 and m["cv_log_loss"] > 0
+    assert m["metric"] == "log_loss" and m["cv"] > 0
+    assert 0 <= m["per_metric"]["accuracy"]["cv"] <= 1
     acc = (oof.pred == oof.level).mean()
-    assert m["cv_accuracy"] == pytest.approx(acc)
+    assert m["per_metric"]["accuracy"]["cv"] == pytest.approx(acc)
 
 
 def test_cpu_fp16_is_refused_clearly(tiny_csv, tiny_bert, tmp_path, capsys):
@@ -302,8 +305,8 @@ def test_a_fold_that_diverges_after_improving_keeps_its_best_checkpoint(tiny_csv
     out = tmp_path / "r"
     m = run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,), epochs=4))
     hist = json.loads((out / "fold0" / "history.json").read_text())
-    assert np.isfinite(m["cv_rmse"]) and hist["steps"] < 4 * 4  # stopped early
-    assert m["cv_rmse"] == pytest.approx(min(h["rmse"] for h in hist["history"] if np.isfinite(h["rmse"])))
+    assert np.isfinite(m["cv"]) and hist["steps"] < 4 * 4  # stopped early
+    assert m["cv"] == pytest.approx(min(h["rmse"] for h in hist["history"] if np.isfinite(h["rmse"])))
     assert "weights became NaN/inf at step" in capsys.readouterr().out
 
 

@@ -1,4 +1,4 @@
-"""commonlit-kit: attention-pooling transformers for Kaggle NLP regression (CommonLit first).
+"""kaggle-text-kit: attention-pooling transformers for any Kaggle text competition.
 
 Modules: pooling, model, data, config, train (the one loop), predict, ensemble, env, kaggle, plots.
 Importing the package is cheap; each module imports what it needs.

@@ -331,7 +331,9 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
         name = f"{name} (with {', '.join(f for f, _ in joins)} joined)"
     targets = comp.target_cols if split == "train" else ()
     extra = ((comp.group_col,) if split == "train" and comp.group_col else ()) + tuple(extra_cols)
-    return check_frame(df, name, comp.text_cols, targets, comp.id_col, extra, comp.model_task, blank,
+    from .objective import objective_of
+
+    return check_frame(df, name, comp.text_cols, targets, comp.id_col, extra, objective_of(comp).classes, blank,
                        comp.target_range if comp.model_task == "regression" else ())
 
 

@@ -9,17 +9,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cli import HelpFormatter, cli_error  # noqa: F401 (cli_error: re-exported)
+from .competition import BUILTIN, DEFAULT, LONG_TEXT
 from .files import content_sha256, file_sha256  # noqa: F401 (re-exported)
+from .objective import OBJECTIVES, REGRESSION, get_objective
 from .pooling import POOLING_MODES
 
-FITS = ("head", "head_tail", "windows")  # how a text longer than max_len is fitted (utils.batching)
+# Without --competition, the column flags' defaults are the default competition's (CommonLit).
+_DEFAULT = BUILTIN[DEFAULT]
+
 # The settings a competition's description gives (utils.competition); the flags describe the data
 # only when no --competition is given.
 DESCRIBED = ("text_col", "target_cols", "id_col", "task", "standard_error_col")
 
 LOSSES = ("mse", "rmse", "se")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
-TASKS = ("regression", "classification")
 
 
 @dataclass(frozen=True)
@@ -30,10 +33,10 @@ class TrainConfig:
     # A built-in slug or a competition.json: columns, input text, targets, task, metric, folds, fit
     # (python -m utils.competition show). Empty: the four flags below describe the data.
     competition: str = ""  # built-in slug or competition.json (empty: the column flags below)
-    text_col: str = "excerpt"  # the column holding the text (without --competition)
+    text_col: str = _DEFAULT.text_cols[0]  # the column holding the text (without --competition)
     target_cols: tuple = ("target",)  # several = multi-target regression (without --competition)
     id_col: str = "id"  # the column of unique row ids (without --competition)
-    task: str = "regression"  # "regression" or "classification" (without --competition)
+    task: str = REGRESSION.name  # what the model is trained as: utils.objective's names (without --competition)
     num_labels: int = 0  # classification: number of classes (0 = infer from the data)
     max_rows: int = 0  # >0: train on a random subsample of this many rows (demo, smoke runs)
     drop_reference: bool = False  # leave out the reference row (target 0, se 0) everywhere
@@ -95,17 +98,17 @@ class TrainConfig:
             ("pooling", POOLING_MODES),
             ("loss", LOSSES),
             ("precision", PRECISIONS),
-            ("task", TASKS),
+            ("task", tuple(OBJECTIVES)),
             ("attention_scorer", ("mlp", "linear")),
         ]
-        if self.fit and self.fit not in FITS:
-            raise ValueError(f"unknown fit {self.fit!r}; valid: {', '.join(FITS)} (empty: the competition's)")
+        if self.fit and self.fit not in LONG_TEXT:
+            raise ValueError(f"unknown fit {self.fit!r}; valid: {', '.join(LONG_TEXT)} (empty: the competition's)")
         for name, valid in checks:
             if getattr(self, name) not in valid:
                 raise ValueError(
                     f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(valid)}"
                 )
-        if self.loss == "se" and (self.task != "regression" or len(self.target_cols) != 1):
+        if self.loss == "se" and (get_objective(self.task).classes or len(self.target_cols) != 1):
             raise ValueError("loss 'se' needs a single regression target")
         if self.folds < 2:
             raise ValueError(f"folds must be >= 2, got {self.folds}")

@@ -32,16 +32,17 @@ def _rows(df: pd.DataFrame, bad: np.ndarray, id_col: str | None, limit: int = 5)
 
 def read_csv(
     path,
-    text_col: str = "excerpt",
+    text_col: str,
     target_cols: tuple = ("target",),
     id_col: str = "id",
     extra_cols: tuple = (),
-    task: str = "regression",
+    labels: bool = False,
     blank: str = "",
 ) -> pd.DataFrame:
     """Read and validate a competition CSV; `target_cols=()` for a test file.
 
-    Checks: required columns, at least one row, non-empty text, numeric finite targets (regression),
+    Checks: required columns, at least one row, non-empty text, numeric finite targets (unless
+    `labels`: class labels, any value but missing),
     unique ids (`id_col=None`: a file without ids). Extra columns are kept. A UTF-8 BOM and CRLF line endings are read correctly.
     `blank` (prediction only): what becomes of a blank or missing text, e.g. "predicted as the
     training mean"; such texts are then kept as "" with a warning naming the rows and saying so,
@@ -49,7 +50,7 @@ def read_csv(
     """
     path = Path(path)
     df = load_csv(path, id_col)
-    return check_frame(df, path.name, (text_col,), target_cols, id_col, extra_cols, task, blank)
+    return check_frame(df, path.name, (text_col,), target_cols, id_col, extra_cols, labels, blank)
 
 
 def load_csv(path, id_col: str | None = "id") -> pd.DataFrame:
@@ -66,11 +67,11 @@ def load_csv(path, id_col: str | None = "id") -> pd.DataFrame:
 def check_frame(
     df: pd.DataFrame,
     name: str,
-    text_cols: tuple = ("excerpt",),
+    text_cols: tuple,
     target_cols: tuple = ("target",),
     id_col: str | None = "id",
     extra_cols: tuple = (),
-    task: str = "regression",
+    labels: bool = False,
     blank: str = "",
     target_range: tuple = (),
 ) -> pd.DataFrame:
@@ -104,7 +105,7 @@ def check_frame(
     for c in text_cols:
         df[c] = df[c].where(~empty[c], "").astype(str)
     for col in target_cols:
-        if task == "classification":
+        if labels:
             bad = df[col].isna().to_numpy()
             if bad.any():
                 raise DataError(f"{name}: column {col!r} has no label at {_rows(df, bad, id_col)}")
@@ -124,10 +125,10 @@ def check_frame(
 
 
 def make_folds(
-    df: pd.DataFrame, n_folds: int = 5, seed: int = 42, target_cols=("target",), task="regression",
+    df: pd.DataFrame, n_folds: int = 5, seed: int = 42, target_cols=("target",), classes: bool = False,
     group_col: str = "",
 ) -> np.ndarray:
-    """0-based fold per row, stratified on the binned target (on the label for classification);
+    """0-based fold per row, stratified on the binned target (on the label when `classes`);
     with `group_col`, rows sharing its value stay in one fold (a test set of unseen prompts:
     only grouped folds score the model on prompts it never saw), still stratified where it can.
 
@@ -137,7 +138,7 @@ def make_folds(
         raise ValueError(f"need at least 2 folds, got {n_folds}")
     if len(df) < n_folds:
         raise DataError(f"{len(df)} rows cannot be split into {n_folds} folds")
-    if task == "classification":
+    if classes:
         strata = df[target_cols[0]].astype(str).to_numpy()
     else:
         y = df[list(target_cols)].to_numpy(dtype=float).mean(axis=1)

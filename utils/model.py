@@ -17,6 +17,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from .files import write_json
+from .objective import REGRESSION
 from .pooling import build_pooling
 
 KIT_CONFIG = "kit_config.json"
@@ -34,7 +35,7 @@ class ModelSpec:
     attention_scorer: str = "mlp"  # "mlp" (Linear-Tanh-Linear) or "linear"
     layers: int = 1  # pool a learned softmax-weighted mix of the last N hidden layers
     num_outputs: int = 1  # regression targets, or classes for classification
-    task: str = "regression"  # "regression" or "classification"
+    task: str = REGRESSION.name  # what the head is trained as (utils.objective: regression, classification)
     head_dropout: float = 0.0
     target_names: tuple = ("target",)  # regression targets, or class labels
 

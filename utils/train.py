@@ -18,16 +18,16 @@ import re
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from . import __version__
+from . import __version__, runs
 from .batching import (
     Batches,
     Collator,
@@ -56,8 +56,8 @@ from .data import (
     read_folds,
     read_pseudo,
 )
-from .files import atomic_dir, fold_dirs, write_csv, write_json
-from .metrics import get_metric, rmse
+from .files import atomic_dir
+from .metrics import get_metric
 from .model import (
     ModelSpec,
     TextModel,
@@ -66,6 +66,7 @@ from .model import (
     load_tokenizer,
     max_positions,
 )
+from .objective import Objective, get_objective
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -94,73 +95,46 @@ def load_train(cfg: TrainConfig) -> pd.DataFrame:
     return df
 
 
-def class_labels(cfg: TrainConfig, df: pd.DataFrame) -> list:
-    """Sorted class labels (classification), checked against --num-labels."""
-    labels = sorted(df[cfg.target_cols[0]].unique().tolist())
-    if cfg.num_labels and len(labels) > cfg.num_labels:
-        raise DataError(
-            f"{Path(cfg.train_csv).name}: column {cfg.target_cols[0]!r} has {len(labels)} "
-            f"classes but --num-labels is {cfg.num_labels}"
-        )
-    return labels
+def objective(cfg: TrainConfig) -> Objective:
+    """What the run's model outputs (its task, as utils.objective names it)."""
+    return get_objective(cfg.task)
+
+
+def class_labels(cfg: TrainConfig, df: pd.DataFrame) -> list | None:
+    """Sorted class labels (a classifier; None otherwise), checked against --num-labels."""
+    try:
+        return objective(cfg).labels(df[cfg.target_cols[0]], cfg.num_labels, Path(cfg.train_csv).name)
+    except ValueError as e:
+        raise DataError(str(e)) from None
 
 
 def targets_of(cfg: TrainConfig, df: pd.DataFrame, labels=None) -> np.ndarray:
     """(N, T) float targets (plus the standard error column for loss 'se'), or (N,) class ids."""
-    if cfg.task == "classification":
-        return df[cfg.target_cols[0]].map({v: i for i, v in enumerate(labels)}).to_numpy()
-    cols = list(cfg.target_cols) + ([cfg.standard_error_col] if cfg.loss == "se" else [])
-    return df[cols].to_numpy(dtype=np.float32)
+    extra = [cfg.standard_error_col] if cfg.loss == "se" else []
+    return objective(cfg).targets(df, cfg.target_cols, labels, extra)
 
 
 # ----------------------------------------------------------------------------- metrics
 
 
 def scores(cfg: TrainConfig, y: np.ndarray, pred: np.ndarray, metric: str = "") -> dict:
-    """Metrics for predictions (N, outputs): the loss's (log-loss and accuracy, or RMSE), and
+    """Metrics for predictions (N, outputs): the loss's own (log-loss and accuracy, or RMSE), and
     the competition's `metric` (labels under its default rule: nothing is fitted on the rows
     scored); 'score' is the one checkpoints minimise: the metric, as a loss."""
-    if cfg.task == "classification":
-        p = np.clip(pred, 1e-15, 1.0)
-        logloss = float(-np.mean(np.log(p[np.arange(len(y)), y.astype(int)])))
-        acc = float(np.mean(pred.argmax(1) == y))
-        out = {"score": logloss, "log_loss": logloss, "accuracy": acc}
-    else:
-        per = {c: rmse(y[:, i], pred[:, i]) for i, c in enumerate(cfg.target_cols)}
-        out = {"score": float(np.mean(list(per.values()))), "rmse": float(np.mean(list(per.values())))}
-        if len(cfg.target_cols) > 1:
-            out["rmse_per_target"] = per
+    obj = objective(cfg)
+    out = obj.own_scores(y, pred, cfg.target_cols)
     if metric and metric not in out:
         m = get_metric(metric)
-        truth = y if cfg.task == "classification" else y[:, : len(cfg.target_cols)]
+        truth = obj.truth(y, len(cfg.target_cols))
         out[metric] = m.score(truth, pred)
         out["score"] = m.loss(truth, pred)
     return out
 
 
 def compute_loss(cfg: TrainConfig, preds: torch.Tensor, y: torch.Tensor, weight=None) -> torch.Tensor:
-    """Training loss in fp32: preds (B, outputs), y (B, T[+1]) or (B,) class ids; `weight` (B,):
-    per-row weights of a mean squared error (pseudo rows mixed with real ones)."""
-    preds = preds.float()
-    if cfg.task == "classification":
-        # Class ids (B,), or class probabilities (B, K): soft pseudo-labels, the real rows one-hot.
-        logp = F.log_softmax(preds, -1)
-        per_row = -(y * logp).sum(1) if y.ndim == 2 else F.nll_loss(logp, y.long(), reduction="none")
-        if weight is None:
-            return per_row.mean()
-        return (weight * per_row).sum() / weight.sum().clamp(min=1e-8)
-    t = len(cfg.target_cols)
-    if cfg.loss == "se":
-        # KL(N(target, se) || N(pred, se)) = (pred - target)^2 / (2 se^2): the model is trained
-        # against the target's distribution, trusting precise targets more.
-        se = y[:, t].clamp(min=cfg.min_se)
-        return ((preds[:, 0] - y[:, 0]) ** 2 / (2 * se**2)).mean()
-    if weight is None:
-        mse = F.mse_loss(preds, y[:, :t])
-    else:
-        per_row = ((preds - y[:, :t]) ** 2).mean(1)
-        mse = (weight * per_row).sum() / weight.sum().clamp(min=1e-8)
-    return torch.sqrt(mse + 1e-8) if cfg.loss == "rmse" else mse
+    """Training loss in fp32 (utils.objective's): preds (B, outputs), y (B, T[+1]) or (B,) class
+    ids; `weight` (B,): per-row weights (pseudo rows mixed with real ones)."""
+    return objective(cfg).loss(preds, y, weight, len(cfg.target_cols), cfg.loss, cfg.min_se)
 
 
 # ----------------------------------------------------------------------------- optimisation
@@ -263,13 +237,13 @@ def weights_finite(model) -> bool:
 
 
 @torch.no_grad()
-def predict_loader(model, loader, accelerator, n: int, task: str) -> np.ndarray:
+def predict_loader(model, loader, accelerator, n: int, obj: Objective) -> np.ndarray:
     """Predictions (n, outputs) in dataset order, gathered across processes."""
     model.eval()
     idx, out = [], []
     for batch in loader:
         preds = model(batch["input_ids"], batch["attention_mask"]).float()
-        out.append(torch.softmax(preds, -1) if task == "classification" else preds)
+        out.append(obj.activate(preds))
         idx.append(batch["index"])
     idx, out = torch.cat(idx), torch.cat(out)
     # Processes may hold different row counts: pad, gather, then drop the padding (-1).
@@ -288,7 +262,8 @@ def predict_loader(model, loader, accelerator, n: int, task: str) -> np.ndarray:
 
 def pseudo_outputs(cfg: TrainConfig, labels=None) -> list:
     """The pseudo-label columns a run reads: its targets, or prob_<label> per class."""
-    return [f"prob_{lab}" for lab in labels] if cfg.task == "classification" else list(cfg.target_cols)
+    obj = objective(cfg)
+    return obj.pseudo_columns(obj.output_names(cfg.target_cols, labels))
 
 
 def pseudo_rows(cfg: TrainConfig, pseudo, fold: int, labels=None):
@@ -300,6 +275,95 @@ def pseudo_rows(cfg: TrainConfig, pseudo, fold: int, labels=None):
     cols = [f"{o}_fold{fold}" if per_fold else o for o in pseudo_outputs(cfg, labels)]
     df = df[df[cols].notna().all(axis=1)]  # left out of this fold by utils.pseudo --max-std
     return comp.input_texts(df), df[cols].to_numpy(dtype=np.float32)
+
+
+@dataclass
+class FoldData:
+    """One fold's rows, as its stages read them."""
+
+    tokenizer: object
+    labels: list | None  # class labels (a classifier), else None
+    y: np.ndarray  # every row's targets: (N, T[+1]) values or (N,) class ids
+    tr: np.ndarray  # training row indices
+    va: np.ndarray  # validation row indices
+    train_ds: TextDataset  # the training rows (+ pseudo rows mixed in)
+    valid_ds: TextDataset
+    pseudo_ds: TextDataset | None  # pseudo rows trained on alone first (--pseudo-epochs)
+    n_pseudo: int
+    n_cut: int  # texts longer than max_len
+
+
+def fold_data(cfg: TrainConfig, comp, df: pd.DataFrame, folds: np.ndarray, fold: int, pseudo=None) -> FoldData:
+    """Stage 1, data: the fold's training and validation rows, tokenized; pseudo rows mixed in
+    (losses weighted by --pseudo-weight) or kept apart (--pseudo-epochs)."""
+    obj = objective(cfg)
+    labels = class_labels(cfg, df)
+    y = targets_of(cfg, df, labels)
+    tr, va = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
+    tokenizer = load_tokenizer(cfg.model)
+    texts = comp.input_texts(df)
+    train_texts, train_y, weights, pseudo_ds, p_texts = [texts[i] for i in tr], y[tr], None, None, []
+    if pseudo is not None:
+        p_texts, p_y = pseudo_rows(cfg, pseudo, fold, labels)
+        if labels is not None:  # soft labels: the real rows' classes as one-hot probabilities
+            train_y = obj.soft(train_y, len(labels))
+        if cfg.pseudo_epochs:
+            pseudo_ds = TextDataset(p_texts, tokenizer, cfg.max_len, p_y, fit=cfg.fit)
+        else:
+            weights = [1.0] * len(train_texts) + [cfg.pseudo_weight] * len(p_texts)
+            train_texts, train_y = train_texts + p_texts, np.concatenate([train_y, p_y])
+    train_ds = TextDataset(train_texts, tokenizer, cfg.max_len, train_y, weights, cfg.fit)
+    valid_ds = TextDataset([texts[i] for i in va], tokenizer, cfg.max_len, y[va], fit=cfg.fit)
+    return FoldData(tokenizer, labels, y, tr, va, train_ds, valid_ds, pseudo_ds, len(p_texts),
+                    train_ds.n_truncated + valid_ds.n_truncated)
+
+
+def fold_model(cfg: TrainConfig, data: FoldData) -> tuple[TextModel, np.ndarray]:
+    """Stage 2, model: the backbone with a fresh pooling layer and head (after seeding), and the
+    labelled training rows' mean output (class shares): what a blank text is predicted as, and
+    where --head-bias-mean starts the head (targets far from 0, such as scores 1-5, are then
+    there from the first step, not reached through the head's weights and the encoder's
+    features)."""
+    obj = objective(cfg)
+    n_out = obj.num_outputs(cfg.target_cols, data.labels, cfg.num_labels)
+    spec = ModelSpec(
+        pooling=cfg.pooling,
+        attention_scorer=cfg.attention_scorer,
+        layers=cfg.layers,
+        num_outputs=n_out,
+        task=obj.name,
+        head_dropout=cfg.head_dropout,
+        target_names=obj.output_names(cfg.target_cols, data.labels),
+    )
+    model = TextModel.from_backbone(
+        cfg.model, spec, cfg.backbone_dropout, cfg.reinit_layers, cfg.gradient_checkpointing
+    )
+    target_mean = obj.target_mean(data.y[data.tr], len(cfg.target_cols), n_out)
+    if cfg.head_bias_mean:
+        with torch.no_grad():
+            model.head.bias.copy_(torch.as_tensor(obj.head_bias(target_mean), dtype=model.head.bias.dtype))
+    return model, target_mean
+
+
+def fold_batches(cfg: TrainConfig, data: FoldData, fold: int, accelerator, soft: bool) -> dict:
+    """Stage 3, batches: {phase: DataLoader} for the training phases ("labelled", and "pseudo"
+    with --pseudo-epochs), their samplers (each epoch draws its order from them), the validation
+    loader, and the phases in order: the pseudo rows alone first (1st place's order), then the
+    real rows."""
+    collate = Collator(data.tokenizer.pad_token_id or 0, 8, objective(cfg).target_dtype(soft))
+    samplers, loaders = {}, {}
+    for phase, ds in (("labelled", data.train_ds), ("pseudo", data.pseudo_ds)):
+        if ds is not None:
+            samplers[phase] = EpochBatches(ds.lengths, cfg.batch_size, cfg.seed + fold, cfg.group_by_length,
+                                           accelerator.num_processes)
+            loaders[phase] = DataLoader(ds, batch_sampler=samplers[phase], collate_fn=collate,
+                                        num_workers=cfg.num_workers)
+    # Every process gets at least one batch (a repeat if need be; the gather drops repeated rows).
+    valid_batches = Batches(deal_evenly(sorted_batches(data.valid_ds.lengths, cfg.eval_batch_size),
+                                        accelerator.num_processes))
+    valid = DataLoader(data.valid_ds, batch_sampler=valid_batches, collate_fn=collate)
+    phases = ["pseudo"] * (cfg.pseudo_epochs if data.pseudo_ds is not None else 0) + ["labelled"] * cfg.epochs
+    return {"loaders": loaders, "samplers": samplers, "valid": valid, "phases": phases}
 
 
 def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator,
@@ -314,89 +378,33 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     first, then the real rows for cfg.epochs.
     """
     from accelerate.utils import set_seed
+    from transformers import get_cosine_schedule_with_warmup
 
     cfg, comp = resolve(cfg)
-    metric = get_metric(comp.metric_name)
+    metric, obj = get_metric(comp.metric_name), objective(cfg)
     set_seed(cfg.seed + fold)  # before the model: the head's initialisation is reproducible
     log = accelerator.print
-    labels = class_labels(cfg, df) if cfg.task == "classification" else None
-    y = targets_of(cfg, df, labels)
-    tr, va = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
-    tokenizer = load_tokenizer(cfg.model)
-    texts = comp.input_texts(df)
-    train_texts, train_y, weights, pseudo_ds = [texts[i] for i in tr], y[tr], None, None
-    p_texts = []
-    if pseudo is not None:
-        p_texts, p_y = pseudo_rows(cfg, pseudo, fold, labels)
-        if labels is not None:  # soft labels: the real rows' classes as one-hot probabilities
-            train_y = np.eye(len(labels), dtype=np.float32)[train_y.astype(int)]
-        if cfg.pseudo_epochs:
-            pseudo_ds = TextDataset(p_texts, tokenizer, cfg.max_len, p_y, fit=cfg.fit)
-        else:
-            weights = [1.0] * len(train_texts) + [cfg.pseudo_weight] * len(p_texts)
-            train_texts, train_y = train_texts + p_texts, np.concatenate([train_y, p_y])
-    train_ds = TextDataset(train_texts, tokenizer, cfg.max_len, train_y, weights, cfg.fit)
-    valid_ds = TextDataset([texts[i] for i in va], tokenizer, cfg.max_len, y[va], fit=cfg.fit)
-    n_cut = train_ds.n_truncated + valid_ds.n_truncated
-    if n_cut:
+    data = fold_data(cfg, comp, df, folds, fold, pseudo)
+    if data.n_cut:
         kept = {"head": "their first tokens kept", "head_tail": "their first and last tokens kept",
                 "windows": "read in overlapping windows, predictions averaged"}[cfg.fit]
-        log(f"fold {fold}: {n_cut} of {len(df)} texts truncated to max_len {cfg.max_len} ({kept})")
-
-    n_out = (cfg.num_labels or len(labels)) if labels is not None else len(cfg.target_cols)
-    spec = ModelSpec(
-        pooling=cfg.pooling,
-        attention_scorer=cfg.attention_scorer,
-        layers=cfg.layers,
-        num_outputs=n_out,
-        task=cfg.task,
-        head_dropout=cfg.head_dropout,
-        target_names=tuple(map(str, labels)) if labels is not None else tuple(cfg.target_cols),
-    )
-    model = TextModel.from_backbone(
-        cfg.model, spec, cfg.backbone_dropout, cfg.reinit_layers, cfg.gradient_checkpointing
-    )
-    # The labelled training rows' mean (class shares): what a blank text is predicted as, and where
-    # --head-bias-mean starts the head (targets far from 0, such as scores 1-5, are then there from
-    # the first step, not reached through the head's weights and the encoder's features).
-    target_mean = (np.bincount(y[tr].astype(int), minlength=n_out) / len(tr) if cfg.task == "classification"
-                   else y[tr, : len(cfg.target_cols)].astype(float).mean(0))
-    if cfg.head_bias_mean:
-        start = np.log(np.maximum(target_mean, 1e-6)) if cfg.task == "classification" else target_mean
-        with torch.no_grad():
-            model.head.bias.copy_(torch.as_tensor(start, dtype=model.head.bias.dtype))
-    ydtype = torch.long if cfg.task == "classification" and pseudo is None else torch.float32
-    collate = Collator(tokenizer.pad_token_id or 0, 8, ydtype)
-    procs = accelerator.num_processes
-
-    samplers = {}  # ours, not accelerate's wrappers: each epoch draws its batch order from them
-
-    def loader(phase, ds):
-        samplers[phase] = EpochBatches(ds.lengths, cfg.batch_size, cfg.seed + fold, cfg.group_by_length,
-                                       procs)
-        return DataLoader(ds, batch_sampler=samplers[phase], collate_fn=collate,
-                          num_workers=cfg.num_workers)
-
-    train_dl = loader("labelled", train_ds)
-    # Every process gets at least one batch (a repeat if need be; the gather drops repeated rows).
-    valid_batches = Batches(deal_evenly(sorted_batches(valid_ds.lengths, cfg.eval_batch_size), procs))
-    valid_dl = DataLoader(valid_ds, batch_sampler=valid_batches, collate_fn=collate)
-
+        log(f"fold {fold}: {data.n_cut} of {len(df)} texts truncated to max_len {cfg.max_len} ({kept})")
+    model, target_mean = fold_model(cfg, data)
+    batches = fold_batches(cfg, data, fold, accelerator, soft=pseudo is not None)
     optimizer = build_optimizer(model, cfg)
-    model, optimizer, train_dl, valid_dl = accelerator.prepare(model, optimizer, train_dl, valid_dl)
-    loaders = {"labelled": train_dl}
-    if pseudo_ds is not None:
-        loaders["pseudo"] = accelerator.prepare(loader("pseudo", pseudo_ds))
-    # Epochs in order: the pseudo rows alone first (1st place's order), then the real rows.
-    phases = ["pseudo"] * (cfg.pseudo_epochs if pseudo_ds is not None else 0) + ["labelled"] * cfg.epochs
+    model, optimizer, train_dl, valid_dl = accelerator.prepare(model, optimizer, batches["loaders"]["labelled"],
+                                                               batches["valid"])
+    loaders, samplers, phases = {"labelled": train_dl}, batches["samplers"], batches["phases"]
+    if "pseudo" in batches["loaders"]:
+        loaders["pseudo"] = accelerator.prepare(batches["loaders"]["pseudo"])
     total = sum(math.ceil(len(loaders[ph]) / cfg.grad_accum) for ph in phases)
     if cfg.max_steps:
         total = min(total, cfg.max_steps)
-    from transformers import get_cosine_schedule_with_warmup
-
     # Not prepared: stepped exactly once per optimizer step, on every process alike.
     scheduler = get_cosine_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
+    y_va = data.y[data.va]
 
+    # Stage 4, the loop: train, validate on schedule, keep the best weights.
     best, best_state, best_pred, history, diverged = math.inf, None, None, [], 0
     step, next_eval, loss_sum, loss_n = 0, eval_period(cfg, math.inf), 0.0, 0
     t0 = time.time()
@@ -422,8 +430,8 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
             bar.update(1)
             end_of_epoch = i == len(dl) - 1
             if step >= next_eval or end_of_epoch or step == total:
-                pred = valid_ds.per_text(predict_loader(model, valid_dl, accelerator, len(valid_ds), cfg.task))
-                m = scores(cfg, y[va], pred, metric.name)
+                pred = data.valid_ds.per_text(predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj))
+                m = scores(cfg, y_va, pred, metric.name)
                 improved = m["score"] < best
                 if improved:
                     best, best_pred = m["score"], pred
@@ -467,26 +475,14 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     final = accelerator.unwrap_model(model)
     final.load_state_dict(best_state)
     accelerator.free_memory()  # drop accelerate's references before the next fold
-    oof = pd.DataFrame({"id": df[cfg.id_col].iloc[va].to_numpy()})
-    if cfg.task == "classification":
-        oof[cfg.target_cols[0]] = df[cfg.target_cols[0]].iloc[va].to_numpy()
-        # --num-labels above the classes seen: an unseen class has no name to predict
-        oof["pred"] = [labels[j] for j in best_pred[:, : len(labels)].argmax(1)]
-        for j, lab in enumerate(labels):
-            oof[f"prob_{lab}"] = best_pred[:, j]
-    elif len(cfg.target_cols) == 1:
-        oof[cfg.target_cols[0]] = y[va, 0]
-        oof["pred"] = best_pred[:, 0]
-    else:
-        for j, c in enumerate(cfg.target_cols):
-            oof[c] = y[va, j]
-            oof[f"pred_{c}"] = best_pred[:, j]
-    oof["fold"] = fold
+    # Stage 5, the out-of-fold frame and the fold's history.
+    oof = obj.oof_frame(df[cfg.id_col].iloc[data.va].to_numpy(), df.iloc[data.va], y_va, best_pred,
+                        cfg.target_cols, data.labels, fold)
     info = {"fold": fold, "best_score": best, "steps": step, "seconds": time.time() - t0}
-    info["n_train"], info["n_valid"], info["n_truncated"] = len(tr), len(va), n_cut
-    info["n_pseudo"] = len(p_texts)
+    info["n_train"], info["n_valid"], info["n_truncated"] = len(data.tr), len(data.va), data.n_cut
+    info["n_pseudo"] = data.n_pseudo
     info["target_mean"] = target_mean.tolist()  # what a blank text is predicted as at inference
-    return final, tokenizer, oof, {**info, "history": history}
+    return final, data.tokenizer, oof, {**info, "history": history}
 
 
 def train_fold_in_memory(cfg: TrainConfig, df, folds, fold: int, state: dict, pseudo=None, on_validation=None):
@@ -585,9 +581,8 @@ def prepare_out(cfg: TrainConfig, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".*.tmp"):  # left by a killed process; never read
         shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink()
-    saved_path = out / "config.json"
-    if saved_path.exists():
-        saved, current = json.loads(saved_path.read_text()), identity(cfg)
+    if runs.has_config(out):
+        saved, current = runs.read_config(out), identity(cfg)
         defaults = json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(TrainConfig)}))
         defaults["fit"] = "head"  # what every run did before --fit existed
         for key in list(current):
@@ -598,15 +593,14 @@ def prepare_out(cfg: TrainConfig, out: Path) -> None:
         diff = differences(saved, current)
         # No finished fold (e.g. the last command had a typo in --model): nothing to lose, so
         # the corrected command simply starts over instead of asking for --overwrite.
-        if diff and not cfg.overwrite and finished_folds(out):
+        if diff and not cfg.overwrite and runs.finished_folds(out):
             raise RunError(
                 f"{out} holds a run made with different arguments or inputs ({diff}); "
                 "use another --out, the same arguments and inputs, or --overwrite"
             )
         if diff:
-            for p in [*out.glob("fold[0-9]*"), out / "oof.csv", out / "metrics.json", out / "folds.csv"]:
-                shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
-    write_json(saved_path, identity(cfg))
+            runs.remove_results(out)
+    runs.write_config(out, identity(cfg))
 
 
 def assign_folds(cfg: TrainConfig, df: pd.DataFrame, out: Path) -> np.ndarray:
@@ -614,30 +608,13 @@ def assign_folds(cfg: TrainConfig, df: pd.DataFrame, out: Path) -> np.ndarray:
     them: its folds file (beside the train file), grouped by its column, or stratified."""
     cfg, comp = resolve(cfg)
     ids = df[cfg.id_col]
-    source = cfg.folds_csv or (out / "folds.csv" if (out / "folds.csv").exists() else "")
+    source = cfg.folds_csv or (runs.folds_path(out) if runs.has_folds(out) else "")
     if not source and comp.folds == "file":
         source = Path(cfg.train_csv).parent / comp.folds_file
     if source:
         return read_folds(source, ids, cfg.folds)
     group = comp.group_col if comp.folds == "group" else ""
-    return make_folds(df, cfg.folds, cfg.fold_seed, cfg.target_cols, cfg.task, group)
-
-
-def finished_folds(out: Path) -> list:
-    """Fold numbers of OUT's finished folds."""
-    return [int(p.name[4:]) for p in fold_dirs(out, required=False)]
-
-
-def oof_outputs(cfg: TrainConfig, oof: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(truth, predictions (N, outputs)) of an oof.csv as the metrics take them: class indices and
-    probabilities (classification), or (N, T) values."""
-    if cfg.task == "classification":
-        labels = [c[5:] for c in oof.columns if c.startswith("prob_")]
-        truth = oof[cfg.target_cols[0]].astype(str).map({lab: i for i, lab in enumerate(labels)})
-        return truth.to_numpy(), oof[[f"prob_{lab}" for lab in labels]].to_numpy()
-    cols = list(cfg.target_cols)
-    pcols = ["pred"] if len(cols) == 1 else [f"pred_{c}" for c in cols]
-    return oof[cols].to_numpy(dtype=float), oof[pcols].to_numpy(dtype=float)
+    return make_folds(df, cfg.folds, cfg.fold_seed, cfg.target_cols, objective(cfg).classes, group)
 
 
 def metric_summary(metric, truth: np.ndarray, pred: np.ndarray, folds: np.ndarray) -> dict:
@@ -661,35 +638,44 @@ def metric_summary(metric, truth: np.ndarray, pred: np.ndarray, folds: np.ndarra
     return res
 
 
+def own_figures(cfg: TrainConfig, truth: np.ndarray, pred: np.ndarray, folds: np.ndarray, metric) -> dict:
+    """metrics.json's `per_metric`: the loss's own figures (RMSE per target, log-loss, accuracy)
+    over the OOF rows and per fold, where they are not the competition's metric itself."""
+    obj, done = objective(cfg), sorted(int(k) for k in np.unique(folds))
+    per_fold = {k: obj.own_scores(truth[folds == k], pred[folds == k], cfg.target_cols) for k in done}
+    overall = obj.own_scores(truth, pred, cfg.target_cols)
+    out = {}
+    for name in obj.own_metrics:
+        if name == metric.name and not isinstance(overall.get(f"{name}_per_target"), dict):
+            continue
+        out[name] = {"cv": overall[name], "fold_score": {k: per_fold[k][name] for k in done}}
+        if isinstance(overall.get(f"{name}_per_target"), dict):
+            out[name]["per_target"] = overall[f"{name}_per_target"]
+    return out
+
+
 def summarize(cfg: TrainConfig, out: Path) -> dict:
-    """Rebuild OUT/oof.csv and OUT/metrics.json from the finished folds."""
+    """Rebuild OUT's OOF rows and metrics from the finished folds (utils.runs writes them)."""
     cfg, comp = resolve(cfg)
-    done = finished_folds(out)
-    oof = pd.concat([pd.read_csv(out / f"fold{k}" / "oof.csv", dtype={"id": str}) for k in done])
-    infos = {k: json.loads((out / f"fold{k}" / "history.json").read_text()) for k in done}
-    write_csv(out / "oof.csv", oof)
-    truth, pred = oof_outputs(cfg, oof)
-    folds = oof["fold"].to_numpy()
-    m = scores(cfg, truth, pred)  # the loss's own figures, beside the competition's metric
-    if cfg.task == "classification":
-        metrics = {"cv_log_loss": m["log_loss"], "cv_accuracy": m["accuracy"]}
-        metrics["fold_log_loss"] = {k: scores(cfg, truth[folds == k], pred[folds == k])["log_loss"] for k in done}
-    else:
-        metrics = {"cv_rmse": m["rmse"], "fold_rmse": {k: infos[k]["best_score"] for k in done}}
-        if len(cfg.target_cols) > 1:
-            metrics["mcrmse"], metrics["rmse_per_target"] = m["rmse"], m["rmse_per_target"]
-            metrics["fold_rmse"] = {k: scores(cfg, truth[folds == k], pred[folds == k])["rmse"] for k in done}
-    metrics.update(metric_summary(get_metric(comp.metric_name), truth, pred, folds))
+    done = runs.finished_folds(out)
+    oof = runs.collect_oof(out)
+    seconds = {k: round(runs.read_history(out, k)["seconds"], 1) for k in done}
+    truth, pred = objective(cfg).oof_arrays(oof, cfg.target_cols)
+    folds, metric = oof["fold"].to_numpy(), get_metric(comp.metric_name)
+    metrics = metric_summary(metric, truth, pred, folds)
+    per_metric = own_figures(cfg, truth, pred, folds, metric)
+    if per_metric:
+        metrics["per_metric"] = per_metric
     metrics.update(
         competition=comp.to_dict(),
         folds_done=done,
         n_oof=len(oof),
-        seconds_per_fold={k: round(infos[k]["seconds"], 1) for k in done},
+        seconds_per_fold=seconds,
         config=identity(cfg),
         versions=_versions(),
         **provenance(cfg),
     )
-    write_json(out / "metrics.json", metrics)
+    runs.write_metrics(out, metrics)
     return metrics
 
 
@@ -718,12 +704,12 @@ def run_cv(cfg: TrainConfig, on_validation=None) -> dict:
     df = load_train(cfg)
     folds = assign_folds(cfg, df, out)
     if accelerator.is_main_process:
-        write_csv(out / "folds.csv", pd.DataFrame({"id": df[cfg.id_col], "fold": folds}))
+        runs.write_folds(out, df[cfg.id_col], folds)
     todo = cfg.only_folds or tuple(range(cfg.folds))
     pseudo = None
     if cfg.pseudo_csv:
         fingerprint = folds_fingerprint(df[cfg.id_col], folds)
-        outputs = pseudo_outputs(cfg, class_labels(cfg, df) if cfg.task == "classification" else None)
+        outputs = pseudo_outputs(cfg, class_labels(cfg, df))
         pseudo = read_pseudo(cfg.pseudo_csv, comp.text_cols, fingerprint, todo, outputs, comp.id_col)
         if not pseudo[1]:
             accelerator.print(f"warning: {Path(cfg.pseudo_csv).name} has only '{outputs[0]}', no "
@@ -745,8 +731,7 @@ def run_cv(cfg: TrainConfig, on_validation=None) -> dict:
                 model.save(tmp, tokenizer, extra={"fold": fold, "score": info["best_score"],
                                                   "target_mean": info["target_mean"],
                                                   "train": identity(cfg), "competition": comp.to_dict()})
-                write_csv(tmp / "oof.csv", oof)
-                write_json(tmp / "history.json", info)
+                runs.write_fold_summaries(tmp, oof, info)
             metrics = summarize(cfg, out)
             accelerator.print(
                 f"fold {fold}: best {metrics['metric']} {metrics['fold_score'][fold]:.4f} in "
@@ -755,7 +740,7 @@ def run_cv(cfg: TrainConfig, on_validation=None) -> dict:
             )
         accelerator.wait_for_everyone()
         del model
-    if accelerator.is_main_process and not metrics and finished_folds(out):
+    if accelerator.is_main_process and not metrics and runs.finished_folds(out):
         metrics = summarize(cfg, out)
     if cfg.log_with:
         accelerator.end_training()
@@ -769,7 +754,7 @@ def launch(cfg: TrainConfig, num_processes: int = 1) -> dict:
         from accelerate import notebook_launcher
 
         notebook_launcher(run_cv, args=(cfg,), num_processes=num_processes)
-        return json.loads((Path(cfg.out) / "metrics.json").read_text())
+        return runs.read_metrics(cfg.out)
     return run_cv(cfg)
 
 
