@@ -346,7 +346,7 @@ def fold_model(cfg: TrainConfig, data: FoldData) -> tuple[TextModel, np.ndarray]
 
 
 def fold_batches(cfg: TrainConfig, data: FoldData, fold: int, accelerator, soft: bool) -> dict:
-    """Stage 3, batches: {phase: DataLoader} for the training phases ("labelled", and "pseudo"
+    """The batches: {phase: DataLoader} for the training phases ("labelled", and "pseudo"
     with --pseudo-epochs), their samplers (each epoch draws its order from them), the validation
     loader, and the phases in order: the pseudo rows alone first (1st place's order), then the
     real rows."""
@@ -366,6 +366,26 @@ def fold_batches(cfg: TrainConfig, data: FoldData, fold: int, accelerator, soft:
     return {"loaders": loaders, "samplers": samplers, "valid": valid, "phases": phases}
 
 
+def fold_optimisation(cfg: TrainConfig, data: FoldData, model, fold: int, accelerator, soft: bool):
+    """Stage 3, optimisation: the batches (fold_batches), AdamW and the warmup + cosine schedule
+    over the optimizer steps of every phase, prepared by accelerate; returns (model, optimizer,
+    scheduler, {"loaders", "samplers", "phases", "valid", "total"})."""
+    from transformers import get_cosine_schedule_with_warmup
+
+    b = fold_batches(cfg, data, fold, accelerator, soft)
+    optimizer = build_optimizer(model, cfg)
+    model, optimizer, train_dl, valid_dl = accelerator.prepare(model, optimizer, b["loaders"]["labelled"], b["valid"])
+    loaders = {"labelled": train_dl}
+    if "pseudo" in b["loaders"]:
+        loaders["pseudo"] = accelerator.prepare(b["loaders"]["pseudo"])
+    total = sum(math.ceil(len(loaders[ph]) / cfg.grad_accum) for ph in b["phases"])
+    if cfg.max_steps:
+        total = min(total, cfg.max_steps)
+    # Not prepared: stepped exactly once per optimizer step, on every process alike.
+    scheduler = get_cosine_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
+    return model, optimizer, scheduler, {**b, "loaders": loaders, "valid": valid_dl, "total": total}
+
+
 def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator,
                pseudo=None, on_validation=None):
     """Train one fold from scratch; returns (model with the best weights, tokenizer, oof, history).
@@ -378,7 +398,6 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     first, then the real rows for cfg.epochs.
     """
     from accelerate.utils import set_seed
-    from transformers import get_cosine_schedule_with_warmup
 
     cfg, comp = resolve(cfg)
     metric, obj = get_metric(comp.metric_name), objective(cfg)
@@ -390,18 +409,8 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
                 "windows": "read in overlapping windows, predictions averaged"}[cfg.fit]
         log(f"fold {fold}: {data.n_cut} of {len(df)} texts truncated to max_len {cfg.max_len} ({kept})")
     model, target_mean = fold_model(cfg, data)
-    batches = fold_batches(cfg, data, fold, accelerator, soft=pseudo is not None)
-    optimizer = build_optimizer(model, cfg)
-    model, optimizer, train_dl, valid_dl = accelerator.prepare(model, optimizer, batches["loaders"]["labelled"],
-                                                               batches["valid"])
-    loaders, samplers, phases = {"labelled": train_dl}, batches["samplers"], batches["phases"]
-    if "pseudo" in batches["loaders"]:
-        loaders["pseudo"] = accelerator.prepare(batches["loaders"]["pseudo"])
-    total = sum(math.ceil(len(loaders[ph]) / cfg.grad_accum) for ph in phases)
-    if cfg.max_steps:
-        total = min(total, cfg.max_steps)
-    # Not prepared: stepped exactly once per optimizer step, on every process alike.
-    scheduler = get_cosine_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
+    model, optimizer, scheduler, b = fold_optimisation(cfg, data, model, fold, accelerator, pseudo is not None)
+    loaders, samplers, phases, valid_dl, total = b["loaders"], b["samplers"], b["phases"], b["valid"], b["total"]
     y_va = data.y[data.va]
 
     # Stage 4, the loop: train, validate on schedule, keep the best weights.
@@ -463,18 +472,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
             break
     bar.close()
 
-    if best_state is None:
-        raise TrainingError(
-            f"fold {fold}: no finite validation score in {step} steps "
-            f"({'weights became NaN/inf' if diverged else 'every score was NaN/inf'} "
-            f"by step {step}, precision {accelerator.mixed_precision}); nothing was saved for "
-            "this fold. Try a lower --lr / --head-lr, or --precision fp32 or bf16 (fp16 can overflow)"
-        )
-    if diverged:
-        log(f"fold {fold}: weights became NaN/inf at step {diverged}; keeping the best checkpoint")
-    final = accelerator.unwrap_model(model)
-    final.load_state_dict(best_state)
-    accelerator.free_memory()  # drop accelerate's references before the next fold
+    final = fold_best(model, best_state, accelerator, fold, step, diverged)
     # Stage 5, the out-of-fold frame and the fold's history.
     oof = obj.oof_frame(df[cfg.id_col].iloc[data.va].to_numpy(), df.iloc[data.va], y_va, best_pred,
                         cfg.target_cols, data.labels, fold)
@@ -483,6 +481,24 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     info["n_pseudo"] = data.n_pseudo
     info["target_mean"] = target_mean.tolist()  # what a blank text is predicted as at inference
     return final, data.tokenizer, oof, {**info, "history": history}
+
+
+def fold_best(model, best_state, accelerator, fold: int, step: int, diverged: int):
+    """The trained model with its best checkpoint's weights; an error when no validation was
+    finite (nothing is saved for the fold)."""
+    if best_state is None:
+        raise TrainingError(
+            f"fold {fold}: no finite validation score in {step} steps "
+            f"({'weights became NaN/inf' if diverged else 'every score was NaN/inf'} "
+            f"by step {step}, precision {accelerator.mixed_precision}); nothing was saved for "
+            "this fold. Try a lower --lr / --head-lr, or --precision fp32 or bf16 (fp16 can overflow)"
+        )
+    if diverged:
+        accelerator.print(f"fold {fold}: weights became NaN/inf at step {diverged}; keeping the best checkpoint")
+    final = accelerator.unwrap_model(model)
+    final.load_state_dict(best_state)
+    accelerator.free_memory()  # drop accelerate's references before the next fold
+    return final
 
 
 def train_fold_in_memory(cfg: TrainConfig, df, folds, fold: int, state: dict, pseudo=None, on_validation=None):
