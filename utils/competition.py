@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .cli import HelpFormatter
+from .cli import HelpFormatter, cli_error
 from .metrics import METRICS
 
 # task -> (what the model is trained as, the default metric, what a submission holds)
@@ -274,10 +274,10 @@ def from_settings(settings: dict) -> Competition:
     as before descriptions existed)."""
     if settings.get("competition"):
         return load_competition(settings["competition"])
-    mine = dict(text_col=settings.get("text_col", "excerpt"), target_cols=tuple(settings.get("target_cols", ("target",))),
-                id_col=settings.get("id_col", "id"), task=settings.get("task", "regression"),
-                standard_error_col=settings.get("standard_error_col", "standard_error"))
     commonlit = BUILTIN[DEFAULT]
+    # A setting a run did not record had the default competition's value (the flags' defaults).
+    mine = {k: tuple(settings[k]) if k == "target_cols" and k in settings else settings.get(k, v)
+            for k, v in described(commonlit).items()}
     if mine == described(commonlit):
         return commonlit
     if mine["task"] == "classification":
@@ -422,8 +422,7 @@ def main(argv=None) -> int:
             print(f"- {line}")
         comp.save(args.out)
     except (CompetitionError, DataError, OSError, ValueError) as e:
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
+        return cli_error(e)
     print(f"wrote {args.out}: check it, then pass --competition {args.out}")
     return 0
 
