@@ -67,3 +67,22 @@ def test_another_competition_is_looked_up_by_its_slug(places, tmp_path, monkeypa
     local.mkdir(parents=True)
     (local / "train.csv").write_text("id,text,target\n")
     assert env.competition_dir(slug=slug) == local
+
+
+def test_the_default_competition_is_the_kits_default():
+    from utils.competition import DEFAULT
+
+    assert env.COMPETITION == DEFAULT
+
+
+def test_versions_name_the_kit_its_libraries_and_python():
+    import sys
+
+    import torch
+
+    from utils import __version__
+
+    v = env.versions("accelerate")
+    assert list(v) == ["kit", "torch", "transformers", "accelerate", "python"]
+    assert v["kit"] == __version__ and v["torch"] == torch.__version__
+    assert v["python"] == sys.version.split()[0] and list(env.versions())[-1] == "python"

@@ -25,10 +25,11 @@ from safetensors.torch import load_file
 from test_train import cfg_for
 
 from utils import bundle, kaggle
-from utils.bundle import BundleError, build, inject_parameters
+from utils.bundle import BundleError, BundleSpec, build, inject_parameters
 from utils.ensemble import save_blend
 from utils.kaggle import main
 from utils.predict import predict
+from utils.runs import identity
 from utils.train import run_cv
 
 OWNER = "kituser"
@@ -66,12 +67,13 @@ PREDICT = """\
 import pandas as pd
 
 from utils import env
-from utils.predict import load_blend, predict, write_submission
+from utils.ensemble import blend_weights
+from utils.predict import predict, write_submission
 
 root = env.dataset_dir(models_dataset)
 paths = [root / r for r in runs]
 test = pd.read_csv(env.competition_dir(data_dir or None) / "test.csv", dtype={"id": str})
-weights = load_blend(root / blend_json, paths) if blend_json else None
+weights = blend_weights(root / blend_json, paths)[0] if blend_json else None
 preds = predict(paths, test["excerpt"].tolist(), weights, progress=False)
 out = Path(out_dir) if out_dir else env.working_dir()
 write_submission(out / "submission.csv", test, preds)"""
@@ -177,9 +179,9 @@ def bundles(tmp_path_factory, trained):
     for name in ("textstat-0.7.8-py3-none-any.whl", "pyphen-0.17.2-py3-none-any.whl"):
         with zipfile.ZipFile(wheels / name, "w") as z:
             z.writestr("placeholder.txt", name)
-    blend = build(trained["runs"], OWNER, tmp / "blend", blend=trained["blend"], notebooks=nbs,
-                  wheels=wheels)
-    single = build(trained["runs"][:1], OWNER, tmp / "single", notebooks=nbs, wheels=None)
+    blend = build(BundleSpec(trained["runs"], OWNER, tmp / "blend", blend=trained["blend"],
+                             notebooks=nbs, wheels=wheels))
+    single = build(BundleSpec(trained["runs"][:1], OWNER, tmp / "single", notebooks=nbs, wheels=None))
     return {"blend": blend, "single": single, "nbs": nbs}
 
 
@@ -205,7 +207,7 @@ def test_dataset_metadata_and_slug_validation():
 
 def test_bad_name_fails_before_any_work(trained, tmp_path):
     with pytest.raises(BundleError, match="code dataset slug .* 6-50"):
-        build(trained["runs"], OWNER, tmp_path / "b", name="x" * 46, notebooks=[])
+        build(BundleSpec(trained["runs"], OWNER, tmp_path / "b", name="x" * 46, notebooks=[]))
     assert not (tmp_path / "b").exists()
 
 
@@ -257,6 +259,9 @@ def test_models_dataset_layout(bundles, trained):
             )
     blend = json.loads((models / "blend.json").read_text())
     assert blend["runs"] == [r.name for r in trained["runs"]] and blend["weights"] == [0.7, 0.3]
+    # The bundled copies' identities (fp16 weights, no training state): utils.predict takes them.
+    assert blend["identities"] == {r.name: identity(models / r.name) for r in trained["runs"]}
+    assert all(blend["identities"][r.name] != identity(r) for r in trained["runs"])
     assert not (Path(bundles["single"]["models"]["path"]) / "blend.json").exists()
 
 
@@ -290,7 +295,7 @@ def test_no_training_state_is_bundled(trained, tmp_path):
     shutil.copytree(trained["runs"][0], run)
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"):
         (run / "fold0" / name).write_bytes(b"0" * 100)
-    out = build([run], OWNER, tmp_path / "b", notebooks=[], wheels=None)
+    out = build(BundleSpec([run], OWNER, tmp_path / "b", notebooks=[], wheels=None))
     fold = Path(out["models"]["path"]) / "run" / "fold0"
     assert {p.name for p in fold.iterdir()} == {
         p.name for p in (trained["runs"][0] / "fold0").iterdir()
@@ -300,28 +305,31 @@ def test_no_training_state_is_bundled(trained, tmp_path):
     ]
 
 
-def test_blend_must_cover_weighted_runs(trained, tmp_path):
-    with pytest.raises(BundleError, match="bert-mean.*not in --runs"):
-        build(
-            trained["runs"][:1],
-            OWNER,
-            tmp_path / "b",
-            blend=trained["blend"],
-            notebooks=[],
-            wheels=None,
-        )
+def test_a_blend_is_bundled_only_with_exactly_its_runs(trained, tmp_path):
+    """Some of a blend's runs, even leaving out a member of weight 0 (the blend was fitted with
+    it), or a run other than the one it was fitted on: refused in one line."""
+    one = dict(notebooks=[], wheels=None)
+    with pytest.raises(BundleError, match=r"its member\(s\) bert-mean not given") as e:
+        build(BundleSpec(trained["runs"][:1], OWNER, tmp_path / "b", blend=trained["blend"], **one))
+    assert "\n" not in str(e.value)
     zero = tmp_path / "zero.json"
     zero.write_text(json.dumps({"runs": ["bert-attn", "bert-mean"], "weights": [1.0, 0.0]}))
-    out = build(trained["runs"][:1], OWNER, tmp_path / "c", blend=zero, notebooks=[], wheels=None)
-    blend = json.loads((Path(out["models"]["path"]) / "blend.json").read_text())
-    assert blend["runs"] == ["bert-attn"] and blend["weights"] == [1.0]
+    with pytest.raises(BundleError, match=r"its member\(s\) bert-mean not given"):
+        build(BundleSpec(trained["runs"][:1], OWNER, tmp_path / "c", blend=zero, **one))
+    other = tmp_path / "other.json"
+    ids = {r.name: identity(r) for r in trained["runs"]}
+    other.write_text(json.dumps({"runs": list(ids), "weights": [0.5, 0.5],
+                                 "identities": {**ids, "bert-mean": "0" * 12}}))
+    with pytest.raises(BundleError, match="fitted on another run named 'bert-mean'"):
+        build(BundleSpec(trained["runs"], OWNER, tmp_path / "d", blend=other, **one))
 
 
 def test_same_run_names_are_refused(trained, tmp_path):
     other = tmp_path / "elsewhere" / "bert-attn"
     shutil.copytree(trained["runs"][0], other)
     with pytest.raises(BundleError, match="must differ"):
-        build([trained["runs"][0], other], OWNER, tmp_path / "b", notebooks=[], wheels=None)
+        build(BundleSpec([trained["runs"][0], other], OWNER, tmp_path / "b", notebooks=[],
+                         wheels=None))
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -414,14 +422,9 @@ def test_kernels_metadata_and_parameters(bundles):
 
 def test_kernel_sources_replace_the_models_dataset(trained, tmp_path):
     nbs = fake_notebooks(tmp_path / "nbs")
-    out = build(
-        ["runs/bert-attn"],
-        OWNER,
-        tmp_path / "b",
-        kernel_sources=f"{OWNER}/kit-train-run",
-        notebooks=nbs,
-        wheels=None,
-    )
+    spec = BundleSpec(["runs/bert-attn"], OWNER, tmp_path / "b",
+                      kernel_sources=f"{OWNER}/kit-train-run", notebooks=nbs, wheels=None)
+    out = build(spec)
     assert out["models"] is None and not (tmp_path / "b" / "commonlit-kit-models").exists()
     sub = {k["role"]: k for k in out["kernels"]}["submission"]
     meta = json.loads((Path(sub["path"]) / "kernel-metadata.json").read_text())
@@ -435,9 +438,10 @@ def test_kernel_sources_replace_the_models_dataset(trained, tmp_path):
     assert pseudo["parameters"]["teachers"] == ["runs/bert-attn"]
     for bad in ("../bert-attn", "/kaggle/working/runs/bert-attn"):
         with pytest.raises(BundleError, match="inside the source kernel's output"):
-            build([bad], OWNER, tmp_path / "c", kernel_sources=f"{OWNER}/kit-train-run")
+            build(BundleSpec([bad], OWNER, tmp_path / "c",
+                             kernel_sources=f"{OWNER}/kit-train-run"))
     with pytest.raises(BundleError, match="OWNER/KERNEL"):
-        build(["r"], OWNER, tmp_path / "c", kernel_sources="nokernel", notebooks=nbs)
+        build(BundleSpec(["r"], OWNER, tmp_path / "c", kernel_sources="nokernel", notebooks=nbs))
 
 
 def test_missing_notebook_or_parameter_is_a_clear_error(trained, tmp_path, capsys):
@@ -499,9 +503,9 @@ def test_commands_printed_in_order_and_nothing_runs_without_push(trained, tmp_pa
         f"kaggle datasets create -p {out}/commonlit-kit-models --dir-mode zip",
         f"kaggle kernels push -p {out}/kernels/commonlit-kit-submission",
         "kaggle competitions submit commonlitreadabilityprize -f submission.csv "
-        "-k kituser/commonlit-kit-submission -v N -m 'commonlit-kit 0.1.0'",
+        "-k kituser/commonlit-kit-submission -v N -m 'kaggle-text-kit 0.1.0'",
     ]
-    version = f"kaggle datasets version -p {out}/commonlit-kit-code -m 'commonlit-kit 0.1.0' --dir-mode zip"
+    version = f"kaggle datasets version -p {out}/commonlit-kit-code -m 'kaggle-text-kit 0.1.0' --dir-mode zip"
     assert any(ln.endswith(f"exists, instead: {version}") for ln in lines)
     # The other kernels: listed after the steps, each with what it runs on, pushed on request.
     optional = text[text.index("Optional:") :].splitlines()
@@ -556,7 +560,7 @@ def test_push_creates_or_versions_then_pushes(trained, tmp_path, capsys):
     ]
     submit = (
         "kaggle competitions submit commonlitreadabilityprize -f submission.csv "
-        f"-k {OWNER}/commonlit-kit-submission -v 12 -m 'commonlit-kit 0.1.0'"
+        f"-k {OWNER}/commonlit-kit-submission -v 12 -m 'kaggle-text-kit 0.1.0'"
     )
     assert submit in [ln.strip() for ln in capsys.readouterr().out.splitlines()]
 
@@ -705,7 +709,7 @@ def _input_tree(root: Path, layout: str, bundle: dict, test_csv: Path, files=())
 @pytest.mark.parametrize("layout,which", [("old", "blend"), ("new", "single")])
 def test_submission_kernel_runs_offline(layout, which, trained, tmp_path):
     sub_nb = submission_notebook(tmp_path)
-    out = build(
+    spec = BundleSpec(
         trained["runs"] if which == "blend" else trained["runs"][:1],
         OWNER,
         tmp_path / "bundle",
@@ -713,6 +717,7 @@ def test_submission_kernel_runs_offline(layout, which, trained, tmp_path):
         notebooks=[sub_nb],
         wheels=None,
     )
+    out = build(spec)
     kernel = Path(out["kernels"][0]["path"])
     notebook = kernel / json.loads((kernel / "kernel-metadata.json").read_text())["code_file"]
     inp, work, cwd = tmp_path / "input", tmp_path / "working", tmp_path / "cwd"
@@ -776,8 +781,8 @@ def test_the_submission_kernel_of_other_competitions_runs_offline(which, request
 
     t = request.getfixturevalue(which)
     comp = t["comp"]
-    out = build(t["runs"], OWNER, tmp_path / "bundle", blend=t["blend"], notebooks=[submission_notebook(tmp_path)],
-                wheels=None)
+    out = build(BundleSpec(t["runs"], OWNER, tmp_path / "bundle", blend=t["blend"],
+                           notebooks=[submission_notebook(tmp_path)], wheels=None))
     assert out["competition"] == comp.slug and out["code"]["id"] == f"{OWNER}/{comp.kit_name}-code"
     kernel = Path(out["kernels"][0]["path"])
     meta = json.loads((kernel / "kernel-metadata.json").read_text())

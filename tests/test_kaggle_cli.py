@@ -121,7 +121,7 @@ from test_kaggle import fake_notebooks, trained, trained_ell  # noqa: E402, F401
 from utils import bundle  # noqa: E402
 from utils import kaggle as kit  # noqa: E402
 
-MESSAGE = "commonlit-kit 0.1.0"
+MESSAGE = "kaggle-text-kit 0.1.0"
 
 
 class Kaggle:
@@ -338,7 +338,7 @@ def test_push_runs_the_kaggle_cli_and_prints_the_pushed_version(trained, tmp_pat
     assert "num_processes = 2" in json.dumps(json.loads(train["text"]))
     submit = (
         "kaggle competitions submit commonlitreadabilityprize -f submission.csv "
-        f"-k {OWNER}/commonlit-kit-submission -v {PUSHED} -m 'commonlit-kit 0.1.0'"
+        f"-k {OWNER}/commonlit-kit-submission -v {PUSHED} -m 'kaggle-text-kit 0.1.0'"
     )
     assert submit in [ln.strip() for ln in out.splitlines()]
     res = kaggle(shlex.split(submit)[1:])

@@ -75,7 +75,7 @@ def test_output_round_trips_into_training_and_prediction(tiny_bert, tiny_csv, tm
         progress=False,
     )
     metrics = run_cv(cfg)
-    assert np.isfinite(metrics["cv_rmse"])
+    assert metrics["metric"] == "rmse" and np.isfinite(metrics["cv"])
     pred = predict_run(run, ["the cat sat on a mat.", "epistemological scrutiny"], progress=False)
     assert pred.shape == (2,) and np.isfinite(pred).all()
 

@@ -17,9 +17,12 @@ import json
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
+from .competition import DEFAULT as DEFAULT_COMPETITION
 from .files import atomic_dir, write_json
+from .runs import BLEND, RUN_FILES, identity
 from .wheels import WHEELS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]  # the project (pyproject.toml), when run from a checkout
@@ -55,7 +58,6 @@ CHECK_TEXTS = (
 NOT_FOR_INFERENCE = re.compile(
     r"^(optimizer|scheduler|scaler|rng_state|trainer_state|training_args)|\.(pt|pth|ckpt|bin)$"
 )
-RUN_FILES = ("config.json", "oof.csv", "folds.csv", "metrics.json")
 SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 # What each notebook becomes, by its name without the number: the parameters injected
@@ -252,31 +254,43 @@ def export_fold(src: Path, dst: Path, half: bool = True, tol: float = FP16_TOL) 
     return diff
 
 
-def read_blend(path, names) -> dict:
-    """blend.json restricted to the bundled runs; a run with a non-zero weight must be bundled.
-    weights_per_fold is narrowed the same way (each fold's weights renormalised), so fold k's
-    pseudo-labels made from the bundle still use weights fitted without fold k's rows."""
+def read_blend(path, runs) -> dict:
+    """blend.json of exactly the bundled runs (utils.ensemble.check_members: no member left out,
+    no other run, each the run it was fitted on), its weights and weights_per_fold in the runs'
+    order; fold k's pseudo-labels made from the bundle still use weights fitted without fold k's
+    rows."""
     from .data import DataError
     from .ensemble import blend_weights, normalize_weights
     from .ensemble import read_blend as read_blend_json
 
     try:
         blend = read_blend_json(path)
-        left_out = [r for r, w in zip(blend["runs"], blend["weights"])
-                    if r not in names and any(x != 0 for x in (w if isinstance(w, list) else [w]))]
-        if left_out:
-            raise BundleError(
-                f"{path} gives weight to run(s) {', '.join(left_out)} that are not in "
-                f"--runs ({', '.join(names)}); bundle them too"
-            )
-        weights, per_fold = blend_weights(path, names, blend)
-        weights = normalize_weights(weights, len(names))
+        weights, per_fold = blend_weights(path, runs, blend)  # check_members first
+        weights = normalize_weights(weights, len(runs))
     except (DataError, ValueError) as e:
         raise BundleError(str(e)) from None
-    out = {**blend, "runs": list(names), "weights": weights.tolist()}
+    out = {**blend, "runs": [Path(r).name for r in runs], "weights": weights.tolist()}
     if per_fold is not None:
         out["weights_per_fold"] = {str(k): w.tolist() for k, w in per_fold.items()}
     return out
+
+
+def export_run(run: Path, dst: Path, half: bool = True, tol: float = FP16_TOL) -> dict:
+    """One run's finished folds (export_fold) and its summaries (utils.runs.RUN_FILES) into
+    `dst`: {"max_diff", "weights_bytes", "source_weights_bytes"}."""
+    from .files import fold_dirs
+    from .model import WEIGHTS
+
+    info = {"max_diff": 0.0, "weights_bytes": 0, "source_weights_bytes": 0}
+    for fold in fold_dirs(run):
+        diff = export_fold(fold, dst / fold.name, half, tol)
+        info["max_diff"] = max(info["max_diff"], diff)
+        info["source_weights_bytes"] += (fold / WEIGHTS).stat().st_size
+        info["weights_bytes"] += (dst / fold.name / WEIGHTS).stat().st_size
+    for f in RUN_FILES:
+        if (run / f).is_file():
+            shutil.copy2(run / f, dst / f)
+    return info
 
 
 def build_models(
@@ -289,46 +303,37 @@ def build_models(
     license_name: str = DEFAULT_LICENSE,
     tol: float = FP16_TOL,
 ) -> dict:
-    """OUT/<models slug>/: each run's finished folds and summaries, blend.json, metadata."""
-    from .files import fold_dirs
+    """OUT/<models slug>/: each run's finished folds and summaries, blend.json, metadata.
 
-    meta = dataset_metadata(owner, slug, license_name)
-    runs = [Path(r) for r in runs]
+    The bundled blend.json records the identities of the bundled copies (fp16 weights, no
+    training state: other runs than the trained ones by identity), so the submission kernel's
+    utils.predict accepts it for them."""
     from .data import DataError
     from .files import run_names
     from .predict import check_runs_agree
 
+    meta = dataset_metadata(owner, slug, license_name)
+    runs = [Path(r) for r in runs]
     try:
         names = run_names(runs)
     except ValueError as e:
         raise BundleError(f"run folder names must differ (they become folders): {e}") from None
-    blend_obj = read_blend(blend, names) if blend else None
+    blend_obj = read_blend(blend, runs) if blend else None
     try:  # every run finished and predicting the same targets, before any weights are converted
         check_runs_agree(runs)
     except DataError as e:
         raise BundleError(str(e)) from None
-    info = {
-        "path": str(dest),
-        "id": meta["id"],
-        "runs": names,
-        "max_diff": 0.0,
-        "weights_bytes": 0,
-        "source_weights_bytes": 0,
-    }
+    info = {"path": str(dest), "id": meta["id"], "runs": names, "max_diff": 0.0,
+            "weights_bytes": 0, "source_weights_bytes": 0}
     with atomic_dir(dest) as tmp:
         for run in runs:
-            for fold in fold_dirs(run):
-                d = export_fold(fold, tmp / run.name / fold.name, half, tol)
-                info["max_diff"] = max(info["max_diff"], d)
-                info["source_weights_bytes"] += (fold / "kit_model.safetensors").stat().st_size
-                info["weights_bytes"] += (
-                    (tmp / run.name / fold.name / "kit_model.safetensors").stat().st_size
-                )
-            for f in RUN_FILES:
-                if (run / f).is_file():
-                    shutil.copy2(run / f, tmp / run.name / f)
+            sizes = export_run(run, tmp / run.name, half, tol)
+            info["max_diff"] = max(info["max_diff"], sizes.pop("max_diff"))
+            for k, v in sizes.items():
+                info[k] += v
         if blend_obj is not None:
-            write_json(tmp / "blend.json", blend_obj)
+            identities = {name: identity(tmp / name) for name in names}
+            write_json(tmp / BLEND, {**blend_obj, "identities": identities})
         write_json(tmp / "dataset-metadata.json", meta)
     info["bytes"] = _size(dest)
     return info
@@ -387,7 +392,7 @@ def inject_parameters(nb: dict, params: dict) -> dict:
 
 def kernel_metadata(
     owner: str, slug: str, code_file: str, internet: bool, datasets, kernels=(), gpu: bool = True,
-    competition: str = "commonlitreadabilityprize",
+    competition: str = DEFAULT_COMPETITION,
 ) -> dict:
     """kernel-metadata.json content for a private notebook kernel of the competition: on a
     "GPU T4 x2" machine when `gpu`, else on CPU (no machine_shape)."""
@@ -414,7 +419,7 @@ def kernel_metadata(
 
 def build_kernel(
     dest: Path, notebook: Path, owner: str, slug: str, role: str, values: dict, datasets, kernels=(),
-    competition: str = "commonlitreadabilityprize",
+    competition: str = DEFAULT_COMPETITION,
 ) -> dict:
     """OUT/kernels/<slug>/: the notebook with its injected parameters + kernel-metadata.json."""
     spec = ROLES[role]
@@ -472,96 +477,124 @@ def bundle_competition(runs, competition: str = "", kernel_sources=None):
     return given or theirs
 
 
-def build(
-    runs,
-    owner: str,
-    out,
-    name: str = "",
-    blend=None,
-    half: bool = True,
-    kernel_sources=None,
-    notebooks=NOTEBOOKS,
-    wheels=ROOT / WHEELS_DIR,
-    license_name: str = DEFAULT_LICENSE,
-    tol: float = FP16_TOL,
-    competition: str = "",
-) -> dict:
-    """Write the code dataset, the models dataset and one kernel per notebook under `out`.
+@dataclass(frozen=True)
+class BundleSpec:
+    """What to build: the runs, whose datasets and kernels, from which notebooks."""
 
-    The competition (slug in the kernels' sources and the submit command; `name`, default its
-    kit_name, prefixes the datasets and kernels): `competition` (a slug or competition.json),
-    else the one the runs were trained for (read from them), else CommonLit Readability.
+    runs: tuple  # run folders (with kernel_sources: their paths inside that kernel's output)
+    owner: str  # the Kaggle user name that owns the datasets and kernels
+    out: str | Path  # the folder the bundle is written into
+    name: str = ""  # slug prefix of the datasets and kernels (empty: the competition's kit_name)
+    blend: str | Path | None = None  # blend.json of exactly these runs (None: equal weights)
+    half: bool = True  # fp16 weights (half the size), checked against fp32 within `tol`
+    kernel_sources: str | None = None  # OWNER/KERNEL of a training kernel: no models dataset
+    notebooks: tuple = NOTEBOOKS  # notebooks that become kernels (their kind from the name)
+    wheels: str | Path | None = ROOT / WHEELS_DIR  # wheels for the EDA kernel (None: none)
+    license_name: str = DEFAULT_LICENSE  # the datasets' Kaggle license
+    tol: float = FP16_TOL  # largest |fp16 - fp32| prediction difference accepted
+    competition: str = ""  # a slug or competition.json (empty: the runs', else CommonLit)
 
-    A missing notebook is reported in result['errors'] and its kernel skipped; the rest is built.
-    With `kernel_sources` (OWNER/KERNEL of a training kernel) the kernels read the runs from that
-    kernel's output and no models dataset is built; `runs` are then just the run names.
-    """
-    out = Path(out)
-    check_owner(owner)
-    comp = bundle_competition(runs, competition, kernel_sources)
-    name = name or comp.kit_name
+    def __post_init__(self):
+        # Lists given are kept as tuples: the description stays frozen.
+        object.__setattr__(self, "runs", tuple(self.runs))
+        object.__setattr__(self, "notebooks", tuple(self.notebooks))
+
+
+@dataclass(frozen=True)
+class BundlePlan:
+    """The names a bundle gets, checked before any slow work."""
+
+    competition: object  # utils.competition.Competition
+    code_slug: str
+    models_slug: str  # the models dataset, or the source kernel's slug
+    names: list  # the runs as the kernels name them
+    kernels: list  # [OWNER/KERNEL] of the source kernel, or []
+    notebooks: list  # [(notebook, kernel slug, role)]
+
+
+def plan_bundle(spec: BundleSpec) -> BundlePlan:
+    """Every name of the bundle (slugs, runs, kernels), checked: a bad one fails here, before the
+    slow work."""
+    check_owner(spec.owner)
+    comp = bundle_competition(spec.runs, spec.competition, spec.kernel_sources)
+    name = spec.name or comp.kit_name
     code_slug = check_slug(f"{name}-code", "code dataset")
     models_slug = check_slug(f"{name}-models", "models dataset")
     # From a kernel's output the runs are paths inside it (e.g. runs/roberta-base-attention);
     # bundled runs become folders of the models dataset, named after the run folders.
-    names = [Path(r).as_posix() if kernel_sources else Path(r).name for r in runs]
+    names = [Path(r).as_posix() if spec.kernel_sources else Path(r).name for r in spec.runs]
     if not names:
         raise BundleError("give at least one run folder with --runs")
     bad = [r for r in names if Path(r).is_absolute() or ".." in Path(r).parts]
     if bad:
         raise BundleError(f"--runs {' '.join(bad)}: give paths inside the source kernel's output")
     kernels = []
-    if kernel_sources:
-        parts = kernel_sources.split("/")
+    if spec.kernel_sources:
+        parts = spec.kernel_sources.split("/")
         if len(parts) != 2 or not all(parts):
-            raise BundleError(f"--kernel-sources {kernel_sources!r}: expected OWNER/KERNEL")
-        kernels = [kernel_sources]
+            raise BundleError(f"--kernel-sources {spec.kernel_sources!r}: expected OWNER/KERNEL")
+        kernels = [spec.kernel_sources]
         models_slug = check_slug(parts[1], "source kernel", lo=5)
-    # Fail on names before any slow work.
-    kernel_plan = []
-    for nb in notebooks:
+    notebooks = []
+    for nb in spec.notebooks:
         role = kernel_role(nb)
-        kernel_plan.append((Path(nb), check_slug(f"{name}-{role}", "kernel", lo=5), role))
+        notebooks.append((Path(nb), check_slug(f"{name}-{role}", "kernel", lo=5), role))
+    return BundlePlan(comp, code_slug, models_slug, names, kernels, notebooks)
 
+
+def build(spec: BundleSpec) -> dict:
+    """Write the code dataset, the models dataset and one kernel per notebook under spec.out.
+
+    The competition (slug in the kernels' sources and the submit command; spec.name, default its
+    kit_name, prefixes the datasets and kernels): spec.competition (a slug or competition.json),
+    else the one the runs were trained for (read from them), else CommonLit Readability.
+
+    A missing notebook is reported in result['errors'] and its kernel skipped; the rest is built.
+    With spec.kernel_sources (OWNER/KERNEL of a training kernel) the kernels read the runs from
+    that kernel's output and no models dataset is built; spec.runs are then just the run names.
+    """
+    out, owner = Path(spec.out), spec.owner
+    p = plan_bundle(spec)
     result = {
         "owner": owner,
-        "competition": comp.slug,
+        "competition": p.competition.slug,
         "code": None,
         "models": None,
         "kernels": [],
-        "kernel_sources": kernels,
+        "kernel_sources": p.kernels,
         "errors": [],
     }
-    result["code"] = build_code(out / code_slug, owner, code_slug, wheels, license_name)
-    if not kernel_sources:
-        result["models"] = build_models(
-            out / models_slug, owner, models_slug, runs, blend, half, license_name, tol
-        )
-    # blend_json is relative to the models folder: our blend.json, or (kernel output) its name there.
-    blend_json = "" if not blend else Path(blend).name if kernel_sources else "blend.json"
+    result["code"] = build_code(
+        out / p.code_slug, owner, p.code_slug, spec.wheels, spec.license_name
+    )
+    if not spec.kernel_sources:
+        result["models"] = build_models(out / p.models_slug, owner, p.models_slug, spec.runs,
+                                        spec.blend, spec.half, spec.license_name, spec.tol)
+    # blend_json is relative to the models folder: our blend.json, or (kernel output) its name.
+    blend_json = "" if not spec.blend else Path(spec.blend).name if spec.kernel_sources else BLEND
     values = {
-        "kit_dataset": code_slug,
-        "models_dataset": models_slug,
-        "runs": names,
-        "teachers": names,
+        "kit_dataset": p.code_slug,
+        "models_dataset": p.models_slug,
+        "runs": p.names,
+        "teachers": p.names,
         "blend_json": blend_json,
         "data_dir": "",
         "out_dir": "",
         "num_processes": T4_GPUS,
-        "competition": comp.as_parameter(),
+        "competition": p.competition.as_parameter(),
     }
-    for nb, slug, role in kernel_plan:
+    for nb, slug, role in p.notebooks:
         if not nb.is_file():
             result["errors"].append(f"notebook {nb} not found: kernel {slug} skipped")
             continue
-        datasets = [f"{owner}/{code_slug}"]
-        if ROLES[role]["models"] and not kernel_sources:
-            datasets.append(f"{owner}/{models_slug}")
-        ks = kernels if ROLES[role]["models"] else []
+        datasets = [f"{owner}/{p.code_slug}"]
+        if ROLES[role]["models"] and not spec.kernel_sources:
+            datasets.append(f"{owner}/{p.models_slug}")
+        ks = p.kernels if ROLES[role]["models"] else []
         try:
-            result["kernels"].append(
-                build_kernel(out / "kernels" / slug, nb, owner, slug, role, values, datasets, ks, comp.slug)
-            )
+            kernel = build_kernel(out / "kernels" / slug, nb, owner, slug, role, values, datasets,
+                                  ks, p.competition.slug)
+            result["kernels"].append(kernel)
         except BundleError as e:
             result["errors"].append(f"{e}: kernel {slug} skipped")
     return result

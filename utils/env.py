@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+# The default competition (utils.competition.DEFAULT, whose data $COMMONLIT_DATA and data/ hold),
+# spelled here so that this module stays standard library only; a test pins the two together.
 COMPETITION = "commonlitreadabilityprize"
 KAGGLE_INPUT = Path("/kaggle/input")
 KAGGLE_WORKING = Path("/kaggle/working")
@@ -160,3 +162,16 @@ def output_dir(out_dir: str = "", preferred=None) -> Path:
         path = working_dir()
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def versions(*packages: str) -> dict:
+    """The versions a result was made with: the kit, torch, transformers, then `packages` (import
+    names, e.g. "accelerate"), then Python."""
+    import importlib
+
+    from . import __version__
+
+    found = {"kit": __version__}
+    for name in ("torch", "transformers", *packages):
+        found[name] = importlib.import_module(name).__version__
+    return {**found, "python": sys.version.split()[0]}

@@ -36,9 +36,12 @@ from .bundle import (
     SUBMISSION_FILE,
     T4_GPUS,
     BundleError,
+    BundleSpec,
     build,
 )
-from .cli import HelpFormatter
+from .cli import HelpFormatter, cli_error
+from .competition import DEFAULT as DEFAULT_COMPETITION
+from .runs import BLEND
 from .wheels import WHEELS_DIR
 
 # How the `kaggle` console script enters the CLI: `python -m kaggle` fails before kaggle 2.1
@@ -47,6 +50,7 @@ KAGGLE_ENTRY = "import sys; from kaggle.cli import main; sys.argv[0] = 'kaggle';
 # What the kaggle CLI prints (with exit code 0) when the server refused part of a request.
 KAGGLE_REFUSED = re.compile(r"creation error|push error|not valid", re.I)
 PUSHED_VERSION = re.compile(r"Kernel version (\d+) successfully")
+MESSAGE = f"kaggle-text-kit {__version__}"  # default version notes and submission message
 
 
 def _kaggle() -> list:
@@ -89,7 +93,7 @@ def submit_command(bundle: dict, message: str, version="N"):
     return [
         "competitions",
         "submit",
-        bundle.get("competition") or "commonlitreadabilityprize",
+        bundle.get("competition") or DEFAULT_COMPETITION,
         "-f",
         SUBMISSION_FILE,
         "-k",
@@ -204,107 +208,104 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:.1f} MB"
 
 
-def main(argv=None, runner=subprocess.run) -> int:
-    """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
-    p = argparse.ArgumentParser(prog="python -m utils.kaggle", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's flags: `build`, what to build (spec_of makes a utils.bundle.BundleSpec of them),
+    and what is printed or pushed."""
+    p = argparse.ArgumentParser(prog="python -m utils.kaggle", description=__doc__.split("\n")[0],
+                                formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="write the datasets and kernels; print the kaggle commands", formatter_class=HelpFormatter)
+    b = sub.add_parser("build", help="write the datasets and kernels; print the kaggle commands",
+                       formatter_class=HelpFormatter)
     b.add_argument("--runs", nargs="+", required=True, help="run folders (each with fold*/)")
     b.add_argument("--owner", required=True, help="your Kaggle user name")
     b.add_argument("--out", required=True, help="folder to write the bundle into")
     b.add_argument("--name", default="", help="slug prefix of datasets and kernels (default: the "
                    "competition's kit name, e.g. commonlit-kit)")
-    b.add_argument("--competition", default="", help="a built-in slug or competition.json (default: "
-                   "the one the runs were trained for)")
-    b.add_argument("--blend", help="blend.json (from the ensemble notebook); default equal weights")
-    b.add_argument(
-        "--fp32", action="store_true", help="keep fp32 weights (default: fp16, half size)"
-    )
-    b.add_argument(
-        "--kernel-sources",
-        metavar="OWNER/KERNEL",
-        help="read the runs from this training kernel's output, not a models dataset",
-    )
-    b.add_argument(
-        "--notebooks",
-        nargs="+",
-        help="notebooks that become kernels (default: the kit's five, notebooks/01_eda.ipynb to "
-             "05_pseudo.ipynb)",
-    )
-    b.add_argument(
-        "--fp16-tol",
-        type=float,
-        default=FP16_TOL,
-        help="largest |fp16 - fp32| prediction difference accepted",
-    )
+    b.add_argument("--competition", default="", help="a built-in slug or competition.json "
+                   "(default: the one the runs were trained for)")
+    b.add_argument("--blend", help=f"{BLEND} of exactly these runs (from the ensemble notebook); "
+                   "default equal weights")
+    b.add_argument("--fp32", action="store_true",
+                   help="keep fp32 weights (default: fp16, half size)")
+    b.add_argument("--kernel-sources", metavar="OWNER/KERNEL",
+                   help="read the runs from this training kernel's output, not a models dataset")
+    b.add_argument("--notebooks", nargs="+", help="notebooks that become kernels (default: the "
+                   "kit's five, notebooks/01_eda.ipynb to 05_pseudo.ipynb)")
+    b.add_argument("--fp16-tol", type=float, default=FP16_TOL,
+                   help="largest |fp16 - fp32| prediction difference accepted")
     b.add_argument("--wheels", default=str(ROOT / WHEELS_DIR),
                    help="folder of wheels for the EDA kernel's offline install (`make wheels`)")
-    b.add_argument("--no-wheels", action="store_true",
-                   help="no wheels in the code dataset (the EDA kernel then needs textstat 0.7.8 on Kaggle's image)")
+    b.add_argument("--no-wheels", action="store_true", help="no wheels in the code dataset (the "
+                   "EDA kernel then needs textstat 0.7.8 on Kaggle's image)")
     b.add_argument("--license", default=DEFAULT_LICENSE, help="Kaggle license name of the datasets")
-    b.add_argument(
-        "--message",
-        default=f"commonlit-kit {__version__}",
-        help="version notes and submission message",
+    b.add_argument("--message", default=MESSAGE, help="version notes and submission message")
+    b.add_argument("--push", action="store_true", help="upload the datasets and push the "
+                   "submission kernel (needs Kaggle credentials)")
+    b.add_argument("--kernels", nargs="+", default=[], choices=OPTIONAL_KERNELS,
+                   help="with --push, also push these kernels (a push runs the kernel on Kaggle)")
+    return p
+
+
+def spec_of(args: argparse.Namespace) -> BundleSpec:
+    """What `build` is asked to build."""
+    return BundleSpec(
+        runs=args.runs,
+        owner=args.owner,
+        out=args.out,
+        name=args.name,
+        blend=args.blend,
+        half=not args.fp32,
+        kernel_sources=args.kernel_sources,
+        notebooks=[Path(n) for n in args.notebooks or NOTEBOOKS],
+        wheels=None if args.no_wheels else Path(args.wheels),
+        license_name=args.license,
+        tol=args.fp16_tol,
+        competition=args.competition,
     )
-    b.add_argument(
-        "--push",
-        action="store_true",
-        help="upload the datasets and push the submission kernel (needs Kaggle credentials)",
-    )
-    b.add_argument(
-        "--kernels",
-        nargs="+",
-        default=[],
-        choices=OPTIONAL_KERNELS,
-        help="with --push, also push these kernels (a push runs the kernel on Kaggle)",
-    )
+
+
+def print_built(bundle: dict, half: bool, file=None) -> None:
+    """One line per dataset and kernel written: where, how big, on what machine."""
+    file = file or sys.stdout
+    code, models = bundle["code"], bundle["models"]
+    wheels = len(code["wheels"])
+    print(f"code dataset    {code['path']} ({_mb(code['bytes'])}, wheels: {wheels})", file=file)
+    if models:
+        kind = "fp16" if half else "fp32"
+        print(
+            f"models dataset  {models['path']} ({_mb(models['bytes'])}; weights {kind} "
+            f"{_mb(models['weights_bytes'])} from {_mb(models['source_weights_bytes'])}; "
+            f"max |diff| {models['max_diff']:.1e})",
+            file=file,
+        )
+    for k in bundle["kernels"]:
+        net = "internet on" if k["internet"] else "internet off"
+        print(f"kernel          {k['path']} ({_machine(k)}, {net})", file=file)
+
+
+def main(argv=None, runner=subprocess.run) -> int:
+    """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
+    p = build_parser()
     args = p.parse_args(argv)
     if args.kernels and not args.push:
         p.error("--kernels names kernels for --push to push; add --push")
     try:
-        bundle = build(
-            args.runs,
-            args.owner,
-            args.out,
-            args.name,
-            args.blend,
-            not args.fp32,
-            args.kernel_sources,
-            [Path(n) for n in args.notebooks or NOTEBOOKS],
-            None if args.no_wheels else Path(args.wheels),
-            args.license,
-            args.fp16_tol,
-            args.competition,
-        )
+        bundle = build(spec_of(args))
     except (BundleError, OSError) as e:
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
-    code, models = bundle["code"], bundle["models"]
-    print(f"code dataset    {code['path']} ({_mb(code['bytes'])}, wheels: {len(code['wheels'])})")
-    if models:
-        kind = "fp32" if args.fp32 else "fp16"
-        print(
-            f"models dataset  {models['path']} ({_mb(models['bytes'])}; weights {kind} "
-            f"{_mb(models['weights_bytes'])} from {_mb(models['source_weights_bytes'])}; "
-            f"max |diff| {models['max_diff']:.1e})"
-        )
-    for k in bundle["kernels"]:
-        net = "internet on" if k["internet"] else "internet off"
-        print(f"kernel          {k['path']} ({_machine(k)}, {net})")
+        return cli_error(e)
+    print_built(bundle, not args.fp32)
     for err in bundle["errors"]:
-        print(f"error: {err}", file=sys.stderr)
+        cli_error(BundleError(err))
     print_commands(bundle, args.message)
     if bundle["errors"]:
         if args.push:
-            print("error: not pushing an incomplete bundle", file=sys.stderr)
+            cli_error(BundleError("not pushing an incomplete bundle"))
         return 2
     if args.push:
         try:
             versions = push(bundle, args.message, runner, kernels=args.kernels)
         except BundleError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            return cli_error(e)
         print_after_push(bundle, args.message, versions)
     return 0
 

@@ -38,18 +38,20 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from . import __version__
 from .batching import EpochBatches, TextDataset, sorted_batches, start_epoch
-from .cli import show_progress
-from .config import HelpFormatter, add_fields, cli_error, content_sha256, differences
+from .cli import HelpFormatter, cli_error, show_progress
+from .config import PRECISIONS, add_fields, differences
 from .data import DataError, read_csv
-from .files import atomic_dir, atomic_file, write_csv, write_json
+from .env import versions
+from .files import atomic_dir, atomic_file, content_sha256, write_csv, write_json
 from .model import _pretrained, load_tokenizer
 from .train import accelerator_for
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+# OUT's own files, beside the backbone's (the model's config.json, weights and tokenizer).
+PRETRAIN_JSON = "pretrain.json"  # held-out loss before/after, counts, settings, versions
+TEXTS_CSV = "pretrain_texts.csv"  # every row read: source, row, id, split
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,41 @@ def split_texts(n: int, valid_fraction: float, seed: int) -> np.ndarray:
     return valid
 
 
+@dataclass
+class Texts:
+    """The texts of a pretraining, as the data stage splits them."""
+
+    rows: pd.DataFrame  # every row read: source, row, id, text, duplicate, split
+    train: list  # the distinct texts trained on
+    valid: list  # the distinct texts held out (never trained on)
+    n_duplicates: int  # rows whose text was seen before
+
+    def counts(self) -> dict:
+        """The counts pretrain.json records."""
+        n_texts = len(self.train) + len(self.valid)
+        return {"n_rows": len(self.rows), "n_duplicates": self.n_duplicates, "n_texts": n_texts,
+                "n_train": len(self.train), "n_valid": len(self.valid)}
+
+
+def pretrain_texts(cfg: PretrainConfig) -> Texts:
+    """Stage 1, data: every CSV's rows, duplicates dropped, a seeded share of the distinct texts
+    held out; an error when none is left to train on."""
+    rows = collect_texts(cfg.texts, cfg.text_col, cfg.id_col)
+    unique = rows[~rows["duplicate"]]
+    valid = split_texts(len(unique), cfg.valid_fraction, cfg.seed)
+    if valid.all():
+        raise DataError(
+            f"{len(unique)} distinct text(s) in {', '.join(map(str, cfg.texts))}: none left to "
+            f"train on after holding out --valid-fraction {cfg.valid_fraction}"
+        )
+    rows["split"] = "duplicate"
+    rows.loc[unique.index, "split"] = np.where(valid, "valid", "train")
+    texts = unique["text"].tolist()
+    train = [t for t, v in zip(texts, valid) if not v]
+    held = [t for t, v in zip(texts, valid) if v]
+    return Texts(rows, train, held, int(rows["duplicate"].sum()))
+
+
 # ----------------------------------------------------------------------------- model
 
 
@@ -214,6 +251,94 @@ def mlm_loss(model, batches, device) -> float:
     return total / n if n else math.nan
 
 
+def held_out_loss(accelerator, model, valid_batches):
+    """The masked-LM loss on the fixed held-out batches; None without held-out texts."""
+    if not valid_batches:
+        return None
+    return mlm_loss(accelerator.unwrap_model(model), valid_batches, accelerator.device)
+
+
+def pretrain_model(cfg: PretrainConfig, log):
+    """Stage 2, model: (tokenizer, masked-LM model, names of its freshly initialised head weights),
+    seeded first so that a fresh head's initialisation is reproducible."""
+    from accelerate.utils import set_seed
+
+    tokenizer = load_tokenizer(cfg.model)
+    if tokenizer.mask_token is None:
+        raise ValueError(f"the tokenizer of {cfg.model} has no mask token: no masked-LM training")
+    set_seed(cfg.seed)  # before the model: a fresh head's initialisation is reproducible
+    model, fresh = load_mlm(cfg.model)
+    if fresh:
+        log(
+            f"fresh masked-LM head: {cfg.model} was saved without one ({len(fresh)} weights newly "
+            f"initialised, e.g. {fresh[0]}); it is trained here and left out of the output"
+        )
+    return tokenizer, model, fresh
+
+
+@dataclass
+class MlmBatches:
+    """The batches of a pretraining."""
+
+    sampler: EpochBatches  # each epoch's order of the training batches
+    train: DataLoader  # training texts, masked afresh in every batch
+    valid: list  # the held-out texts' batches, masked once
+    n_masked: int  # masked tokens in `valid`
+    n_truncated: int  # texts longer than max_len
+
+
+def pretrain_batches(cfg: PretrainConfig, texts: Texts, tokenizer, accelerator, log) -> MlmBatches:
+    """Stage 3, batches: the training loader (masks drawn per batch) and the held-out batches,
+    masked once from their own seeded generator."""
+    from transformers import DataCollatorForLanguageModeling
+
+    train_ds = TextDataset(texts.train, tokenizer, cfg.max_len)
+    valid_ds = TextDataset(texts.valid, tokenizer, cfg.max_len)
+    n_cut = train_ds.n_truncated + valid_ds.n_truncated
+    if n_cut:
+        log(f"{n_cut} of {texts.counts()['n_texts']} texts truncated to max_len {cfg.max_len}")
+    collate = ids_only(
+        DataCollatorForLanguageModeling(
+            tokenizer, mlm_probability=cfg.mlm_probability, pad_to_multiple_of=8
+        )
+    )
+    # One fixed masking of the held-out texts, drawn from its own seeded RNG (training's is left
+    # as it was): loss_before and loss_after are measured on the very same masked tokens.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        valid_batches = [
+            collate([valid_ds[i] for i in b])
+            for b in sorted_batches(valid_ds.lengths, cfg.batch_size)
+        ]
+    n_masked = sum(int((b["labels"] != -100).sum()) for b in valid_batches)
+    sampler = EpochBatches(
+        train_ds.lengths, cfg.batch_size, cfg.seed, True, accelerator.num_processes
+    )
+    train_dl = DataLoader(train_ds, batch_sampler=sampler, collate_fn=collate)
+    return MlmBatches(sampler, train_dl, valid_batches, n_masked, n_cut)
+
+
+def pretrain_optimisation(cfg: PretrainConfig, model, train_dl, accelerator):
+    """Stage 4, optimisation: AdamW (no decay on biases and norms) and linear warmup then decay,
+    prepared by accelerate; returns (model, optimizer, train_dl, scheduler, total steps)."""
+    from transformers import get_linear_schedule_with_warmup
+
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=cfg.lr,
+    )
+    model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+    total = len(train_dl) * cfg.epochs
+    # Not prepared: stepped exactly once per optimizer step, on every process alike.
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
+    return model, optimizer, train_dl, scheduler, total
+
+
 # ----------------------------------------------------------------------------- the run
 
 
@@ -224,7 +349,7 @@ def check_out(out: Path, overwrite: bool) -> None:
         return
     if not out.is_dir():
         raise FileExistsError(f"{out} exists and is not a folder")
-    if (out / "pretrain.json").is_file():
+    if (out / PRETRAIN_JSON).is_file():
         if not overwrite:
             raise FileExistsError(
                 f"{out} holds an earlier pretraining; use another --out or --overwrite"
@@ -233,19 +358,6 @@ def check_out(out: Path, overwrite: bool) -> None:
         raise FileExistsError(
             f"{out} is not empty and was not written by utils.pretrain; use another --out"
         )
-
-
-def _versions() -> dict:
-    import accelerate
-    import transformers
-
-    return {
-        "kit": __version__,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "accelerate": accelerate.__version__,
-        "python": sys.version.split()[0],
-    }
 
 
 # Settings that do not change what is trained: a resume may differ in them.
@@ -308,121 +420,60 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def restore(state: dict, accelerator, model, optimizer, scheduler) -> tuple[float | None, list]:
+    """An unfinished pretraining's weights, optimizer, schedule, loss scaler and this process's
+    random generators put back; returns (loss_before, history)."""
+    accelerator.unwrap_model(model).load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    if accelerator.scaler is not None and "scaler" in state:
+        accelerator.scaler.load_state_dict(state["scaler"])
+    set_rng_state(state["rng"][accelerator.process_index])
+    return state["loss_before"], state["history"]
+
+
 def pretrain(cfg: PretrainConfig) -> dict:
     """Continue masked-LM training of cfg.model on cfg.texts; returns pretrain.json's content."""
-    from accelerate.utils import set_seed
-    from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
-
     t0 = time.time()
     accelerator = accelerator_for(cfg.precision)
     log = accelerator.print
     out = Path(cfg.out)
     check_out(out, cfg.overwrite)
 
-    rows = collect_texts(cfg.texts, cfg.text_col, cfg.id_col)
-    unique = rows[~rows["duplicate"]]
-    valid = split_texts(len(unique), cfg.valid_fraction, cfg.seed)
-    if valid.all():
-        raise DataError(
-            f"{len(unique)} distinct text(s) in {', '.join(map(str, cfg.texts))}: none left to "
-            f"train on after holding out --valid-fraction {cfg.valid_fraction}"
-        )
-    rows["split"] = "duplicate"
-    rows.loc[unique.index, "split"] = np.where(valid, "valid", "train")
-    texts = unique["text"].tolist()
-    train_texts = [t for t, v in zip(texts, valid) if not v]
-    valid_texts = [t for t, v in zip(texts, valid) if v]
-    n_dup = int(rows["duplicate"].sum())
+    texts = pretrain_texts(cfg)  # stage 1, data
     log(
-        f"{len(rows)} rows, {n_dup} duplicate(s) dropped: {len(train_texts)} texts to train on, "
-        f"{len(valid_texts)} held out"
+        f"{len(texts.rows)} rows, {texts.n_duplicates} duplicate(s) dropped: {len(texts.train)} "
+        f"texts to train on, {len(texts.valid)} held out"
     )
-
     resume_file = resume_path(out)
-    identity = training_identity(cfg, train_texts, valid_texts, accelerator.num_processes,
+    identity = training_identity(cfg, texts.train, texts.valid, accelerator.num_processes,
                                  accelerator.mixed_precision)
     state = load_resume(resume_file, identity)  # before anything slow: a mismatch fails at once
-
-    tokenizer = load_tokenizer(cfg.model)
-    if tokenizer.mask_token is None:
-        raise ValueError(f"the tokenizer of {cfg.model} has no mask token: no masked-LM training")
-    set_seed(cfg.seed)  # before the model: a fresh head's initialisation is reproducible
-    model, fresh = load_mlm(cfg.model)
-    if fresh:
-        log(
-            f"fresh masked-LM head: {cfg.model} was saved without one ({len(fresh)} weights newly "
-            f"initialised, e.g. {fresh[0]}); it is trained here and left out of the output"
-        )
-    train_ds = TextDataset(train_texts, tokenizer, cfg.max_len)
-    valid_ds = TextDataset(valid_texts, tokenizer, cfg.max_len)
-    n_cut = train_ds.n_truncated + valid_ds.n_truncated
-    if n_cut:
-        log(f"{n_cut} of {len(texts)} texts truncated to max_len {cfg.max_len}")
-    collate = ids_only(
-        DataCollatorForLanguageModeling(
-            tokenizer, mlm_probability=cfg.mlm_probability, pad_to_multiple_of=8
-        )
+    tokenizer, model, fresh = pretrain_model(cfg, log)  # stage 2, model
+    batches = pretrain_batches(cfg, texts, tokenizer, accelerator, log)  # stage 3, batches
+    model, optimizer, train_dl, scheduler, total = pretrain_optimisation(  # stage 4
+        cfg, model, batches.train, accelerator
     )
-    # One fixed masking of the held-out texts, drawn from its own seeded RNG (training's is left
-    # as it was): loss_before and loss_after are measured on the very same masked tokens.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
-        valid_batches = [
-            collate([valid_ds[i] for i in b])
-            for b in sorted_batches(valid_ds.lengths, cfg.batch_size)
-        ]
-    n_masked = sum(int((b["labels"] != -100).sum()) for b in valid_batches)
-
-    sampler = EpochBatches(
-        train_ds.lengths, cfg.batch_size, cfg.seed, True, accelerator.num_processes
-    )
-    train_dl = DataLoader(train_ds, batch_sampler=sampler, collate_fn=collate)
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": cfg.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ],
-        lr=cfg.lr,
-    )
-    model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
-    total = len(train_dl) * cfg.epochs
-    # Not prepared: stepped exactly once per optimizer step, on every process alike.
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
-
-    def held_out():  # None without held-out texts (--valid-fraction 0)
-        if not valid_batches:
-            return None
-        return mlm_loss(accelerator.unwrap_model(model), valid_batches, accelerator.device)
-
     if state is None:
-        loss_before, history, step, start = held_out(), [], 0, 0
+        loss_before, history = held_out_loss(accelerator, model, batches.valid), []
+        start, step = 0, 0
     else:
-        accelerator.unwrap_model(model).load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        if accelerator.scaler is not None and "scaler" in state:
-            accelerator.scaler.load_state_dict(state["scaler"])
-        set_rng_state(state["rng"][accelerator.process_index])
-        loss_before, history = state["loss_before"], state["history"]
+        loss_before, history = restore(state, accelerator, model, optimizer, scheduler)
         start, step = len(history), history[-1]["step"]
         t0 -= state["seconds"]  # the time spent before the interruption counts
         log(f"resuming from {resume_file}: epoch {start} of {cfg.epochs} done, step {step}")
-    if valid_batches:
+    if batches.valid:
         log(
-            f"held-out MLM loss before: {loss_before:.4f} ({len(valid_texts)} texts, "
-            f"{n_masked} masked tokens)"
+            f"held-out MLM loss before: {loss_before:.4f} ({len(texts.valid)} texts, "
+            f"{batches.n_masked} masked tokens)"
         )
-    bar = tqdm(
-        total=total,
-        initial=step,
-        desc="pretrain",
-        disable=not show_progress(cfg.progress and accelerator.is_main_process),
-    )
+
+    # Stage 5, the loop: an epoch of masked-LM steps, the held-out loss, the state to resume from.
+    bar = tqdm(total=total, initial=step, desc="pretrain",
+               disable=not show_progress(cfg.progress and accelerator.is_main_process))
     model.train()
     for epoch in range(start, cfg.epochs):
-        start_epoch(train_dl, sampler, epoch)
+        start_epoch(train_dl, batches.sampler, epoch)
         loss_sum, loss_n = 0.0, 0
         for batch in train_dl:
             loss = model(**batch).loss
@@ -440,7 +491,7 @@ def pretrain(cfg: PretrainConfig) -> dict:
             "epoch": epoch + 1,
             "step": step,
             "train_loss": loss_sum / max(loss_n, 1),
-            "valid_loss": held_out(),
+            "valid_loss": held_out_loss(accelerator, model, batches.valid),
         }
         history.append(entry)
         held = (
@@ -457,34 +508,29 @@ def pretrain(cfg: PretrainConfig) -> dict:
                         loss_before, history, t0)
     bar.close()
 
-    info = {
-        "loss_before": loss_before,
-        "loss_after": history[-1]["valid_loss"],
-        "n_rows": len(rows),
-        "n_duplicates": n_dup,
-        "n_texts": len(texts),
-        "n_train": len(train_texts),
-        "n_valid": len(valid_texts),
-        "n_valid_masked_tokens": n_masked,
-        "n_truncated": n_cut,
-        "fresh_head": fresh,
-        "steps": step,
-        "seconds": round(time.time() - t0, 1),
-        "mixed_precision": accelerator.mixed_precision,
-        "processes": accelerator.num_processes,
-        "history": history,
-        "settings": dataclasses.asdict(cfg),
-        "versions": _versions(),
-    }
+    # Stage 6, saving: OUT with the backbone and pretrain.json, this content.
+    info = {"loss_before": loss_before, "loss_after": history[-1]["valid_loss"], **texts.counts(),
+            "n_valid_masked_tokens": batches.n_masked, "n_truncated": batches.n_truncated,
+            "fresh_head": fresh, "steps": step, "seconds": round(time.time() - t0, 1),
+            "mixed_precision": accelerator.mixed_precision, "processes": accelerator.num_processes,
+            "history": history, "settings": dataclasses.asdict(cfg),
+            "versions": versions("accelerate")}
+    save_pretraining(accelerator, model, cfg, tokenizer, texts.rows, info)
+    return info
+
+
+def save_pretraining(accelerator, model, cfg: PretrainConfig, tokenizer, rows, info: dict) -> None:
+    """OUT, written atomically by the main process: the trained encoder as a backbone folder,
+    pretrain_texts.csv and pretrain.json (`info`); then the state kept for a resume is removed."""
+    out = Path(cfg.out)
     if accelerator.is_main_process:
         with atomic_dir(out) as tmp:
             save_backbone(accelerator.unwrap_model(model), cfg.model, tokenizer, tmp)
-            write_csv(tmp / "pretrain_texts.csv", rows[["source", "row", "id", "split"]])
-            write_json(tmp / "pretrain.json", info)
-        resume_file.unlink(missing_ok=True)
-        log(f"backbone saved to {out} in {info['seconds']:.0f}s")
+            write_csv(tmp / TEXTS_CSV, rows[["source", "row", "id", "split"]])
+            write_json(tmp / PRETRAIN_JSON, info)
+        resume_path(out).unlink(missing_ok=True)
+        accelerator.print(f"backbone saved to {out} in {info['seconds']:.0f}s")
     accelerator.wait_for_everyone()
-    return info
 
 
 def save_resume(accelerator, path, identity, model, optimizer, scheduler, loss_before, history,

@@ -27,7 +27,7 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from . import __version__, runs
+from . import runs
 from .batching import (
     Batches,
     Collator,
@@ -56,6 +56,7 @@ from .data import (
     read_folds,
     read_pseudo,
 )
+from .env import versions
 from .files import atomic_dir
 from .metrics import get_metric
 from .model import (
@@ -542,13 +543,6 @@ def train_fold_in_memory(cfg: TrainConfig, df, folds, fold: int, state: dict, ps
 # ----------------------------------------------------------------------------- the run
 
 
-def _versions() -> dict:
-    import transformers
-
-    return {"kit": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": sys.version.split()[0]}
-
-
 def _git() -> dict:
     """The kit's git commit and whether its tree had changes, when it runs from a checkout."""
     import subprocess
@@ -688,7 +682,7 @@ def summarize(cfg: TrainConfig, out: Path) -> dict:
         n_oof=len(oof),
         seconds_per_fold=seconds,
         config=identity(cfg),
-        versions=_versions(),
+        versions=versions(),
         **provenance(cfg),
     )
     runs.write_metrics(out, metrics)
