@@ -125,7 +125,7 @@ def competition_dir(data_dir: str | None = None, slug: str = COMPETITION) -> Pat
     )
 
 
-def working_dir(name: str = "commonlit-kit") -> Path:
+def working_dir(name: str = "kaggle-text-kit") -> Path:
     """Where outputs go: /kaggle/working on Kaggle; Google Drive on Colab when mounted (so a
     disconnect loses nothing), else /content; locally the project root (runs/ lands in one place
     whether a notebook or the CLI wrote it)."""
