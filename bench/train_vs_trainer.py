@@ -105,7 +105,7 @@ def run_trainer(a, stamps: list) -> dict:
 
     from utils.data import read_csv
 
-    df = read_csv(a.train_csv)
+    df = read_csv(a.train_csv, "excerpt")
     keep = split(len(df), a.seed) != 0
     texts, y = df.excerpt[keep].tolist(), df.target[keep].to_numpy(dtype="float32")
     path = model_path()

@@ -36,7 +36,7 @@ folds = 5  # baselines' CV folds: as 02_train's `folds` and `fold_seed`, the sam
 fold_seed = 42
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
 wheels_dir = ""  # empty: the kit dataset's wheels/ (Kaggle), where textstat is installed from
-colab_install = "/content/drive/MyDrive/commonlit-kit"  # Colab: pip-installed from here
+colab_install = "/content/drive/MyDrive/kaggle-text-kit"  # Colab: pip-installed from here
 
 # %% [markdown]
 # Setup: make `import utils` find the kit (attached Kaggle dataset, Colab install, or local checkout),
@@ -80,6 +80,7 @@ from utils import env, plots
 from utils.competition import load_competition, read_table
 from utils.data import make_folds
 from utils.files import write_json
+from utils.objective import objective_of
 
 comp = load_competition(competition)
 data = env.competition_dir(data_dir, comp.slug)
@@ -89,7 +90,9 @@ if max_rows:
     df = df.sample(n=min(max_rows, len(df)), random_state=fold_seed).reset_index(drop=True)
 texts = eda.plain_texts(comp.input_texts(df))
 targets = list(comp.target_cols)
-one_value = comp.task == "regression"  # one continuous target: statistics and formulas against it
+classes = objective_of(comp).classes  # class labels, not values
+# One continuous target (no classes, several targets or integer scores): statistics vs it.
+one_value = not classes and len(targets) == 1 and comp.submission_kind == "values"
 noise = comp.standard_error_col if comp.standard_error_col in df.columns and one_value else ""
 print(f"{comp.title or comp.slug}: {len(df)} rows from {data} | {comp.task}, {comp.metric_name} | "
       f"figures to {out}")
@@ -166,7 +169,7 @@ if one_value:
 
 # %%
 shown = df.assign(text=texts)
-if comp.model_task == "regression":
+if not classes:
     score = targets[0] if len(targets) == 1 else "mean score"
     shown[score] = shown[targets].astype(float).mean(axis=1)
     names = ("Easiest", "Hardest") if noise else ("Highest", "Lowest")
@@ -188,23 +191,20 @@ plots.save_fig(fig, out / "extremes.png")
 # decision rule (F1's threshold, kappa's cut points) each fold's rule is fitted on the other folds.
 # TF-IDF (1-2 grams) + ridge (or logistic regression) learns which words signal the target. For one
 # regression target, readability features + ridge learns how to weigh the counts above, and the
-# out-of-fold predictions are saved as run folders (`baselines/*/oof.csv`, `folds.csv`) that the
-# ensemble notebook can blend with the transformers.
+# out-of-fold predictions are saved as run folders (`baselines/*/`: `oof.csv`, `folds.csv` and a
+# `metrics.json` naming the competition) that the ensemble notebook can blend with the transformers.
 
 # %%
 group = comp.group_col if comp.folds == "group" else ""
-fold_ids = make_folds(df, folds, fold_seed, comp.target_cols, comp.model_task, group)
+fold_ids = make_folds(df, folds, fold_seed, comp.target_cols, classes, group)
 results = eda.baseline_cv(comp, df, fold_ids)
 baselines = {name: score for name, (score, _) in results.items()}
 if one_value:
-    rmse_readability, oof_readability = eda.readability_ridge_cv(df, fold_ids, features=features,
-                                                                  target_col=targets[0])
-    baselines["readability features + ridge"] = rmse_readability
-    run_df = df.assign(text=texts)
-    eda.write_oof_run(out / "baselines" / "readability-ridge", run_df, fold_ids, oof_readability,
-                      comp.id_col, targets[0])
-    eda.write_oof_run(out / "baselines" / "tfidf-ridge", run_df, fold_ids,
-                      results["TF-IDF 1-2 grams + ridge"][1][:, 0], comp.id_col, targets[0])
+    score_readability, oof_readability = eda.readability_ridge_cv(comp, df, fold_ids, features=features)
+    baselines["readability features + ridge"] = score_readability
+    eda.write_oof_run(out / "baselines" / "readability-ridge", comp, df, fold_ids, oof_readability)
+    eda.write_oof_run(out / "baselines" / "tfidf-ridge", comp, df, fold_ids,
+                      results["TF-IDF 1-2 grams + ridge"][1])
 write_json(out / "baselines.json", {"metric": comp.metric_name, **baselines})
 tfidf = next(v for k, v in baselines.items() if k.startswith("TF-IDF"))
 print(f"TF-IDF CV {comp.metric_name} {tfidf:.4f}: the number every model must beat")

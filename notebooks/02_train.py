@@ -52,7 +52,7 @@ n_examples = 4  # validation texts shown with their attention weights
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/)
 runs_dir = ""  # empty: utils.env.working_dir() / "runs" (Google Drive on Colab when mounted)
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
-colab_install = "/content/drive/MyDrive/commonlit-kit"  # Colab: pip-installed from here
+colab_install = "/content/drive/MyDrive/kaggle-text-kit"  # Colab: pip-installed from here
 
 # %% [markdown]
 # Setup: make `import utils` find the kit (attached Kaggle dataset, Colab install, or local checkout).
@@ -82,13 +82,13 @@ if kit_dirs:
 print("utils", utils.__version__, "from", Path(utils.__file__).parent)
 
 # %%
-import pandas as pd
 from IPython.display import HTML, display
 
-from utils import env, explain, plots
+from utils import env, explain, plots, runs
 from utils.competition import load_competition, read_table
 from utils.config import TrainConfig
 from utils.model import TextModel
+from utils.objective import objective_of
 from utils.train import launch
 
 comp = load_competition(competition)
@@ -131,7 +131,7 @@ display(plots.fold_table(run_dir).style.format(precision=4).hide(axis="index"))
 # at both ends.
 
 # %%
-for col in comp.target_cols if comp.model_task == "regression" else ():
+for col in () if objective_of(comp).classes else comp.target_cols:
     fig = plots.oof_scatter(run_dir, col)
     plots.save_fig(fig, run_dir / "figures" / f"oof_scatter_{col}.png")
 
@@ -145,11 +145,11 @@ explained = "attention" in pooling and not comp.text_pair
 if explained:
     model, tokenizer = TextModel.load(run_dir / "fold0")
     train = read_table(comp, data, "train").set_index(comp.id_col)
-    oof = pd.read_csv(run_dir / "oof.csv", dtype={"id": str})
-    valid = oof[oof["fold"] == 0]
+    oof = runs.read_oof(run_dir)  # the columns of the run's competition
+    valid = oof.frame[oof.frame["fold"] == 0]
     frames = explain.token_weights(model, tokenizer, comp.input_texts(train.loc[valid["id"]]), max_len)
-    target = comp.target_cols[0]
-    pcol = "pred" if "pred" in valid else f"pred_{target}"
+    target = oof.truth[0]
+    pcol = "pred" if oof.objective.classes else oof.preds[0]  # the likeliest class, or the value
     rounded = valid.round(2)
     titles = [f"id {i}: {target} {t}, predicted {p}" for i, t, p in zip(rounded["id"], rounded[target], rounded[pcol])]
     display(HTML(plots.token_weights_html(frames[:n_examples], titles[:n_examples])))

@@ -35,7 +35,7 @@ runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir
 models_dataset = "commonlit-kit-models"  # Kaggle: the dataset holding the run folders
 out_dir = ""  # empty: beside the runs when writable, else utils.env.working_dir()
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
-colab_install = "/content/drive/MyDrive/commonlit-kit"  # Colab: pip-installed from here
+colab_install = "/content/drive/MyDrive/kaggle-text-kit"  # Colab: pip-installed from here
 
 # %% [markdown]
 # Setup: make `import utils` find the kit (attached Kaggle dataset, Colab install, or local checkout).
@@ -73,6 +73,7 @@ from utils import eda, ensemble, env, plots
 from utils import runs as runs_table
 from utils.competition import read_table
 from utils.files import write_json
+from utils.objective import objective_of
 from utils.predict import run_competition
 
 root = env.runs_dir(runs_dir, models_dataset)
@@ -119,8 +120,8 @@ per_fold = {k: np.asarray(w).reshape(len(report["runs"]), -1).mean(1) for k, w i
 display(pd.DataFrame(per_fold, index=report["runs"]).T.style.format("{:.3f}"))  # mean over targets
 
 # %%
-ensemble.save_blend(out / "blend.json", report)
-print("saved", out / "blend.json")
+ensemble.save_blend(out / runs_table.BLEND, report)
+print("saved", out / runs_table.BLEND)
 
 # %% [markdown]
 # ## Does a classic baseline add anything?
@@ -129,7 +130,7 @@ print("saved", out / "blend.json")
 # keeps the runs, which the submission notebook predicts with.
 
 # %%
-if with_tfidf and one_output and comp.model_task == "regression" and not comp.text_pair:
+if with_tfidf and one_output and not objective_of(comp).classes and not comp.text_pair:
     train = read_table(comp, env.competition_dir(data_dir, comp.slug), "train")
     train = train.set_index(comp.id_col).loc[oofs["id"]]
     text = pd.Series(comp.input_texts(train), index=train.index)

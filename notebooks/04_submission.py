@@ -32,7 +32,7 @@ data_dir = ""  # empty: the competition input (Kaggle) or data/ (local)
 runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
 out_dir = ""  # empty: utils.env.working_dir(), /kaggle/working on Kaggle
 batch_size = 64
-colab_install = "/content/drive/MyDrive/commonlit-kit"  # Colab: pip-installed from here
+colab_install = "/content/drive/MyDrive/kaggle-text-kit"  # Colab: pip-installed from here
 
 # %% [markdown]
 # Setup: make `import utils` find the kit (attached Kaggle dataset, Colab install, or local checkout).

@@ -43,7 +43,7 @@ models_dataset = "commonlit-kit-models"  # Kaggle: the dataset holding the teach
 out_dir = ""  # empty: beside the runs when writable, else utils.env.working_dir()
 backbones_dir = ""  # empty: utils.env.working_dir() / "backbones"
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
-colab_install = "/content/drive/MyDrive/commonlit-kit"  # Colab: pip-installed from here
+colab_install = "/content/drive/MyDrive/kaggle-text-kit"  # Colab: pip-installed from here
 
 # %% [markdown]
 # Setup: make `import utils` find the kit (attached Kaggle dataset, Colab install, or local checkout).
@@ -142,7 +142,7 @@ if teachers:
     info = json.loads(pseudo_csv.with_suffix(".json").read_text())
     first = info["outputs"][0]  # the first target, or the first class's probability
     train = pd.read_csv(data / comp.train_file)
-    fig = plots.pseudo_figure(labels, train[first] if first in train else None, max_std or None, first)
+    fig = plots.pseudo_figure(labels, first, train[first] if first in train else None, max_std or None)
     plots.save_fig(fig, out / "figures" / "pseudo.png")
     print(labels[[c for o in info["outputs"] for c in (o, f"{o}_std")]].describe().round(4).T.to_string())
 

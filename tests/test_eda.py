@@ -10,13 +10,16 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import pytest
 from conftest import ROOT, tiny_frame
 
-from utils import eda, plots
+from utils import eda, plots, runs
+from utils.competition import load_competition
 from utils.data import make_folds
 from utils.ensemble import blend_report
+
+COMMONLIT = load_competition("")  # tiny_frame's columns
+MEAN, TFIDF = "predict the mean", "TF-IDF 1-2 grams + ridge"
 
 EASY = "The cat sat on the mat. It was a big cat. We like the cat. The sun is hot."
 HARD = (
@@ -99,24 +102,32 @@ def test_text_features_one_row_per_text():
     assert np.isfinite(f.to_numpy(dtype=float)).all()
 
 
+def baselines(df, folds=None) -> dict:
+    """{name: (CommonLit RMSE, OOF (N,))} of the mean, TF-IDF and readability baselines."""
+    found = {k: (score, oof[:, 0]) for k, (score, oof) in eda.baseline_cv(COMMONLIT, df, folds).items()}
+    return {**found, "readability": eda.readability_ridge_cv(COMMONLIT, df, folds)}
+
+
 def test_baselines_cover_every_row_and_learn_something():
     df = tiny_frame(60)
-    rmse_mean, _ = eda.mean_cv(df)
-    for fn in (eda.tfidf_ridge_cv, eda.readability_ridge_cv):
-        rmse, oof = fn(df)
+    found = baselines(df)
+    rmse_mean, _ = found[MEAN]
+    for name in (TFIDF, "readability"):
+        rmse, oof = found[name]
         assert math.isfinite(rmse) and oof.shape == (60,) and np.isfinite(oof).all()
         assert rmse == pytest.approx(np.sqrt(np.mean((oof - df["target"]) ** 2)))
     # The synthetic target is the share of long words: the features must beat the mean.
-    assert eda.readability_ridge_cv(df)[0] < 0.7 * rmse_mean
+    assert found["readability"][0] < 0.7 * rmse_mean
 
 
 def test_baselines_use_the_training_folds():
     df = tiny_frame(60)
     folds = make_folds(df, 5, 42)  # what utils.train makes with folds=5, fold_seed=42
-    for fn in (eda.mean_cv, eda.tfidf_ridge_cv, eda.readability_ridge_cv):
-        assert fn(df)[1] == pytest.approx(fn(df, folds)[1]), fn.__name__
+    default, given = baselines(df), baselines(df, folds)
+    for name in (MEAN, TFIDF, "readability"):
+        assert default[name][1] == pytest.approx(given[name][1]), name
     other = make_folds(df, 5, 7)
-    assert not np.allclose(eda.tfidf_ridge_cv(df, other)[1], eda.tfidf_ridge_cv(df, folds)[1])
+    assert not np.allclose(baselines(df, other)[TFIDF][1], given[TFIDF][1])
     # The mean baseline predicts each fold by the mean of the other folds' targets.
     y = df["target"].to_numpy()
     oof = eda.mean_oof(y, folds)
@@ -145,12 +156,59 @@ def test_oof_rows_never_see_their_own_target(baseline):
 def test_baseline_oof_runs_join_a_blend(tmp_path):
     df = tiny_frame(60)
     folds = make_folds(df, 5, 42)
-    for name, fn in (("tfidf", eda.tfidf_ridge_cv), ("readability", eda.readability_ridge_cv)):
-        eda.write_oof_run(tmp_path / name, df, folds, fn(df, folds)[1])
+    found = baselines(df, folds)
+    for name, key in (("tfidf", TFIDF), ("readability", "readability")):
+        written = eda.write_oof_run(tmp_path / name, COMMONLIT, df, folds, found[key][1])
+        assert written["cv"] == pytest.approx(found[key][0]) and written["metric"] == "rmse"
     report = blend_report([tmp_path / "tfidf", tmp_path / "readability"])
     assert report["n_rows"] == 60
-    assert report["scores"]["tfidf"] == pytest.approx(eda.tfidf_ridge_cv(df, folds)[0])
+    assert report["scores"]["tfidf"] == pytest.approx(found[TFIDF][0])
     assert report["score_blend_in_sample"] <= min(report["scores"].values()) + 1e-9
+
+
+def test_a_baseline_blends_with_a_trained_run_on_its_folds(tmp_path, tiny_csv, tiny_bert):
+    """A baseline folder is read as its recorded competition says (not guessed from its
+    columns) and joins a blend with a transformer run trained on the same folds."""
+    from test_train import cfg_for
+
+    from utils.train import run_cv
+
+    run = tmp_path / "runs" / "attn"
+    run_cv(cfg_for(tiny_csv, run, tiny_bert, max_steps=2))
+    df = tiny_frame(60)
+    folds = runs.read_folds(run).loc[df["id"]].to_numpy()
+    score, oof = eda.baseline_cv(COMMONLIT, df, folds)[TFIDF]
+    eda.write_oof_run(tmp_path / "runs" / "tfidf-ridge", COMMONLIT, df, folds, oof)
+    read = runs.read_oof(tmp_path / "runs" / "tfidf-ridge")
+    assert (read.truth, read.preds, read.metric) == (("target",), ("pred",), "rmse")
+    assert runs.competition(tmp_path / "runs" / "tfidf-ridge") == runs.competition(run)
+    report = blend_report([run, tmp_path / "runs" / "tfidf-ridge"])
+    assert report["runs"] == ["attn", "tfidf-ridge"] and report["n_rows"] == 60
+    assert report["scores"]["tfidf-ridge"] == pytest.approx(score)
+
+
+# tiny_data's texts are all alike: the correlation of two constant predictions is undefined
+@pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")
+@pytest.mark.parametrize("slug", ["feedback-prize-english-language-learning", "nlp-getting-started"])
+def test_baselines_of_other_shapes_are_runs_their_competition_reads(slug, tmp_path):
+    """Several targets or class probabilities: the baseline folder records its competition, so
+    utils.runs reads its columns and a blend of two baselines scores as baseline_cv did."""
+    from test_competition import tiny_data
+
+    from utils.competition import read_table
+    from utils.objective import objective_of
+
+    comp = load_competition(slug)
+    df = read_table(comp, tiny_data(slug, tmp_path / "data", 40))
+    folds = make_folds(df, 2, 42, comp.target_cols, objective_of(comp).classes)
+    found = eda.baseline_cv(comp, df, folds)
+    for name, (score, oof) in found.items():
+        assert eda.write_oof_run(tmp_path / name, comp, df, folds, oof)["cv"] == pytest.approx(score)
+        read = runs.read_oof(tmp_path / name)
+        assert read.metric == comp.metric_name and runs.competition(tmp_path / name) == comp
+        assert read.arrays()[1] == pytest.approx(oof)  # (N, outputs) as baseline_cv made them
+    report = blend_report([tmp_path / name for name in found])
+    assert report["scores"] == pytest.approx({name: score for name, (score, _) in found.items()})
 
 
 def test_plots_return_figures_and_save_fig_writes_png_atomically(tmp_path):
@@ -158,13 +216,13 @@ def test_plots_return_figures_and_save_fig_writes_png_atomically(tmp_path):
     df.loc[0, ["target", "standard_error"]] = 0.0  # a reference row
     f = eda.text_features(df["excerpt"])
     figs = {
-        "a.png": plots.plot_distributions(df),
-        "b.png": plots.plot_target_vs_se(df),
+        "a.png": plots.plot_distributions(df, "target", "standard_error"),
+        "b.png": plots.plot_target_vs_se(df, "target", "standard_error"),
         "c.png": plots.plot_stats_vs_target(f, df["target"]),
         "d.png": plots.plot_readability_vs_target(f, df["target"]),
         "e.png": plots.plot_correlations(f, df["target"]),
-        "f.png": plots.plot_extremes(df, n=3),
-        "g.png": plots.plot_baselines({"tfidf_ridge_rmse": 0.7, "predict_mean_rmse": 1.0}),
+        "f.png": plots.plot_extremes(df, text_col="excerpt", target_col="target", n=3),
+        "g.png": plots.plot_scores({TFIDF: 0.7, MEAN: 1.0}, "RMSE", greater_is_better=False),
     }
     for name, fig in figs.items():
         assert isinstance(fig, plt.Figure)
@@ -221,9 +279,10 @@ def test_eda_notebook_runs_end_to_end(tmp_path):
     assert set(baselines) == {"predict the mean", "readability features + ridge", "TF-IDF 1-2 grams + ridge"}
     assert all(math.isfinite(v) and v > 0 for v in baselines.values())
     train = tiny_frame(60)
-    assert baselines["TF-IDF 1-2 grams + ridge"] == pytest.approx(eda.tfidf_ridge_cv(train, make_folds(train, 5, 42))[0])
+    expected = eda.baseline_cv(COMMONLIT, train, make_folds(train, 5, 42))[TFIDF][0]
+    assert baselines["TF-IDF 1-2 grams + ridge"] == pytest.approx(expected)
     for name in ("tfidf-ridge", "readability-ridge"):  # blendable: the training folds' OOF
-        oof = pd.read_csv(out / "baselines" / name / "oof.csv")
+        oof = runs.read_oof(out / "baselines" / name).frame
         train = tiny_frame(60)
         assert oof["id"].tolist() == train["id"].tolist()
         assert oof["fold"].tolist() == make_folds(train, 5, 42).tolist()

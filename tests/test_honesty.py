@@ -158,6 +158,8 @@ def test_blend_weights_of_fold_k_do_not_move_when_its_oof_labels_do(twins, tmp_p
 
 
 def test_the_bundle_keeps_weights_per_fold_in_step_with_the_runs(twins, tmp_path):
+    from utils.bundle import BundleError
+
     d = twins / "same"
     blend = json.loads((d / "blend.json").read_text())
     blend["runs"].append("tfidf-ridge")
@@ -165,7 +167,13 @@ def test_the_bundle_keeps_weights_per_fold_in_step_with_the_runs(twins, tmp_path
     for k, w in blend["weights_per_fold"].items():
         blend["weights_per_fold"][k] = [w[0] * 0.5, w[1] * 0.5, 0.5]
     (tmp_path / "blend.json").write_text(json.dumps(blend))
-    narrowed = read_blend(tmp_path / "blend.json", ["attn", "mean"])
+    # A blend is bundled only with exactly its members (utils.ensemble.check_members), even one of
+    # weight 0 left out: its weights_per_fold were fitted with that member.
+    with pytest.raises(BundleError, match="its member\\(s\\) tfidf-ridge not given"):
+        read_blend(tmp_path / "blend.json", [d / "attn", d / "mean"])
+    narrowed = read_blend(d / "blend.json", [d / "mean", d / "attn"])  # in the runs' order
+    assert narrowed["runs"] == ["mean", "attn"]
+    narrowed = read_blend(d / "blend.json", [d / "attn", d / "mean"])
     assert narrowed["runs"] == ["attn", "mean"]
     for k, w in narrowed["weights_per_fold"].items():
         original = json.loads((d / "blend.json").read_text())["weights_per_fold"][k]
@@ -208,9 +216,18 @@ def test_runs_with_other_finished_folds_blend_on_two_shared_folds_or_are_refused
 
 
 def test_a_run_of_other_targets_is_refused_in_one_line(twins, tmp_path, capsys):
+    import dataclasses
+
+    from utils.competition import load_competition
+    from utils.runs import write_metrics
+
     run = copy_run(twins / "same" / "attn", tmp_path / "multi", [0, 1, 2])
-    oof = pd.read_csv(run / "oof.csv").rename(columns={"target": "cohesion", "pred": "pred_cohesion"})
+    oof = pd.read_csv(run / "oof.csv").rename(columns={"target": "cohesion"})
     oof.to_csv(run / "oof.csv", index=False)
+    # The run records the competition it was trained for: one of another target.
+    other = dataclasses.replace(load_competition("commonlitreadabilityprize"), slug="other-targets",
+                                target_cols=("cohesion",))
+    write_metrics(run, {"competition": other.to_dict()})
     assert ensemble.main(["--runs", str(run), str(twins / "same" / "mean"), "--out", str(tmp_path / "b.json")]) == 2
     assert_one_line_error(capsys.readouterr().err, "predicts regression ['target']", "['cohesion']",
                           "only runs of the same competition and targets blend")

@@ -11,6 +11,9 @@ import pandas as pd
 import pytest
 from conftest import ROOT, tiny_frame
 
+from utils import runs as run_files
+from utils.ensemble import read_blend
+
 NB = ROOT / "notebooks"
 NOTEBOOKS = ["01_eda", "02_train", "03_ensemble", "04_submission", "05_pseudo"]
 
@@ -59,13 +62,13 @@ def test_training_notebook_figures(pipeline):
     # mean pooling has no token weights: only the first two figures
     assert sorted(p.name for p in (runs / names[1] / "figures").iterdir()) == sorted(expected[:2])
     for name in names:
-        m = json.loads((runs / name / "metrics.json").read_text())
+        m = run_files.read_metrics(runs / name)
         assert m["folds_done"] == [0, 1] and m["n_oof"] == 60
 
 
 def test_ensemble_notebook_writes_blend(pipeline):
     _, _, runs, names = pipeline
-    blend = json.loads((runs / "blend.json").read_text())
+    blend = read_blend(runs / run_files.BLEND)
     assert blend["runs"] == names
     assert all(w >= 0 for w in blend["weights"]) and sum(blend["weights"]) == pytest.approx(1.0)
     assert (runs / "figures" / "blend.png").stat().st_size > 5000
@@ -141,9 +144,8 @@ def test_pseudo_notebook_then_a_student_trained_on_its_labels(tmp_path, tiny_ber
         "data_dir": str(data), "runs_dir": str(runs),
     })
     for k in (0, 1):
-        history = json.loads((runs / "student" / f"fold{k}" / "history.json").read_text())
-        assert history["n_pseudo"] == 10
-    assert json.loads((runs / "student" / "metrics.json").read_text())["n_oof"] == 60
+        assert run_files.read_history(runs / "student", k)["n_pseudo"] == 10
+    assert run_files.read_metrics(runs / "student")["n_oof"] == 60
 
 
 def test_training_notebook_defaults_are_train_configs():
@@ -202,18 +204,23 @@ def test_papermill_sees_every_parameter(name, caplog):
     assert not [r for r in caplog.records if r.name.startswith("papermill")], caplog.text
 
 
-def test_demo_without_data_stops_at_once_saying_how_to_get_it(tmp_path, monkeypatch):
+def test_demo_without_data_stops_at_once_saying_how_to_get_it(tmp_path, monkeypatch, capsys):
+    from test_reliability import assert_one_line_error
+
     from utils import env
-    from utils.demo import find_data
+    from utils.demo import find_data, main
 
     monkeypatch.setattr(env, "project_root", lambda: tmp_path)
     monkeypatch.delenv("COMMONLIT_DATA", raising=False)
     monkeypatch.setenv("KAGGLE_INPUT_ROOT", str(tmp_path / "no-kaggle-input"))
-    with pytest.raises(SystemExit, match="make data.*data/README.md"):
+    with pytest.raises(FileNotFoundError, match="make data.*data/README.md"):
         find_data()
+    assert main(["--out", str(tmp_path / "out")]) == 2  # the CLI: one line, before any notebook
+    assert_one_line_error(capsys.readouterr().err, "make data", "data/README.md")
+    assert not (tmp_path / "out").exists()
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "test.csv").write_text("id\n")
-    with pytest.raises(SystemExit, match="has no train.csv"):
+    with pytest.raises(FileNotFoundError, match="has no train.csv"):
         find_data()
     (tmp_path / "data" / "train.csv").write_text("id\n")
     assert find_data() == (tmp_path / "data").resolve()

@@ -6,15 +6,19 @@ import pytest
 from conftest import tiny_frame
 from test_train import cfg_for
 
-from utils.ensemble import blend_report, cv_blend, fit_weights, load_oofs, save_blend
-from utils.predict import (
-    check_submission,
-    load_blend,
-    main,
+from utils.ensemble import (
+    blend_report,
+    blend_weights,
+    fit_weights,
+    honest_blend,
+    load_members,
+    load_oofs,
     normalize_weights,
-    predict,
-    predict_run,
+    save_blend,
 )
+from utils.metrics import get_metric
+from utils.objective import REGRESSION
+from utils.predict import check_submission, main, predict, predict_run
 from utils.train import run_cv
 
 
@@ -83,7 +87,9 @@ def test_blend_weights_nonnegative_sum_to_one_and_honest():
     assert (w >= 0).all() and w.sum() == pytest.approx(1.0)
     assert w[0] > w[1] and w[2] < 0.05
     folds = np.arange(400) % 5
-    cv_pred, per_fold = cv_blend(P, y, folds)
+    # One target's honest blend: fold k's weights fitted on the other folds, applied to fold k.
+    cv_pred, _, per_fold, _ = honest_blend(P[:, :, None], y.reshape(-1, 1), folds, REGRESSION, get_metric("rmse"))
+    cv_pred = cv_pred[:, 0]
     in_sample = np.sqrt(np.mean((P @ w - y) ** 2))
     assert np.sqrt(np.mean((cv_pred - y) ** 2)) >= in_sample - 1e-9  # CV estimate is not optimistic
     assert len(per_fold) == 5
@@ -98,17 +104,20 @@ def test_blend_report_and_json_format(two_runs):
     assert r["runs"] == ["attn", "mean"] and sum(r["weights"]) == pytest.approx(1.0)
     assert r["score_blend_in_sample"] <= min(r["scores"].values()) + 1e-9
     save_blend(d / "b.json", r)
-    assert load_blend(d / "b.json", [d / "mean", d / "attn"]).tolist() == r["weights"][::-1]
+    assert blend_weights(d / "b.json", [d / "mean", d / "attn"])[0].tolist() == r["weights"][::-1]
     assert json.loads((d / "b.json").read_text())["weights"] == r["weights"]
     df = load_oofs([d / "attn", d / "mean"])
     assert len(df) == 60 and {"attn", "mean", "fold", "target"} <= set(df.columns)
+    m = load_members([d / "attn", d / "mean"])
+    assert m["P"].shape == (60, 2, 1) and m["names"] == ["attn", "mean"] and m["truth"] == ["target"]
+    assert np.allclose(m["P"][:, :, 0], df[["attn", "mean"]]) and np.allclose(m["y"][:, 0], df["target"])
 
 
 def test_runs_with_different_folds_are_refused(two_runs, tiny_bert, tmp_path):
     d = two_runs
     run_cv(cfg_for(d / "train.csv", tmp_path / "other", tiny_bert, fold_seed=1, max_steps=1))
     with pytest.raises(ValueError, match="folds.csv differs"):
-        load_oofs([d / "attn", tmp_path / "other"])
+        load_members([d / "attn", tmp_path / "other"])
 
 
 def test_blend_of_any_number_of_runs_plus_a_baseline_on_the_same_folds(two_runs, tiny_bert):
@@ -153,6 +162,6 @@ def test_ensemble_cli_writes_the_blend_predict_reads(two_runs, tmp_path, capsys)
     text = capsys.readouterr().out
     assert "blend, weights fitted inside CV (honest)" in text and f"wrote {out}" in text
     report = blend_report([d / "attn", d / "mean"])
-    assert load_blend(out, [d / "attn", d / "mean"]).tolist() == pytest.approx(report["weights"])
+    assert blend_weights(out, [d / "attn", d / "mean"])[0].tolist() == pytest.approx(report["weights"])
     assert main(["--runs", str(d / "attn"), str(tmp_path / "missing"), "--out", str(out)]) == 2
     assert capsys.readouterr().err.startswith("error: ")

@@ -1,6 +1,7 @@
-"""python -m utils.runs: every run side by side, sorted by CV; --diff of two runs."""
+"""python -m utils.runs: every run side by side, sorted by CV; --diff of two runs; a run's
+identity; metrics.json in one vocabulary, older runs' files read into it."""
 
-import json
+import shutil
 
 import pytest
 from test_reliability import assert_one_line_error
@@ -17,7 +18,7 @@ def test_runs_table_sorts_by_cv_shows_differences_and_half_finished_runs(tiny_cs
     run_cv(cfg_for(tiny_csv, root / "half", tiny_bert, max_steps=1, only_folds=(0,)))
     (root / "figures").mkdir()  # not a run
     df = runs_cli.table(runs_cli.find_runs([root])[0])
-    cvs = {r: json.loads((root / r / "metrics.json").read_text())["cv"] for r in ("a", "b", "half")}
+    cvs = {r: runs_cli.read_metrics(root / r)["cv"] for r in ("a", "b", "half")}
     assert df["run"].tolist() == sorted(cvs, key=cvs.get)  # RMSE: lowest first
     assert "head_lr" in df.columns and "max_steps" in df.columns and "lr" in df.columns
     assert "warmup" not in df.columns  # the same in every run: not listed
@@ -44,3 +45,49 @@ def test_runs_table_sorts_by_cv_shows_differences_and_half_finished_runs(tiny_cs
 ])
 def test_the_table_names_a_backbone_not_the_generic_end_of_its_folder(model, name):
     assert runs_cli.backbone_name(model) == name
+
+
+def change_weights(run, fold: int = 0) -> None:
+    """Fold `fold`'s weights file with one tensor nudged: as if that fold were trained again."""
+    from safetensors.torch import load_file, save_file
+
+    from utils.model import WEIGHTS
+
+    path = run / f"fold{fold}" / WEIGHTS
+    weights = load_file(path)
+    name = next(k for k, v in weights.items() if v.is_floating_point())
+    weights[name] = weights[name] + 0.01
+    save_file(weights, path)
+
+
+def test_identity_is_shown_kept_by_a_copy_and_changed_by_a_fold_trained_again(tiny_csv, tiny_bert, tmp_path, capsys):
+    root = tmp_path / "runs"
+    run_cv(cfg_for(tiny_csv, root / "a", tiny_bert, max_steps=2))
+    ident = runs_cli.identity(root / "a")
+    assert len(ident) == 12 and int(ident, 16) >= 0  # a short hex hash
+    df = runs_cli.table([root / "a"])
+    assert "identity" in df.columns and df.loc[0, "identity"] == ident
+    assert runs_cli.main([str(root)]) == 0
+    assert ident in capsys.readouterr().out  # the CLI's table shows it
+    shutil.copytree(root / "a", tmp_path / "copy" / "a")  # e.g. a models dataset
+    assert runs_cli.identity(tmp_path / "copy" / "a") == ident
+    change_weights(tmp_path / "copy" / "a", fold=1)
+    changed = runs_cli.identity(tmp_path / "copy" / "a")
+    assert changed != ident and len(changed) == 12
+    assert runs_cli.identity(root / "a") == ident  # the original is untouched
+
+
+@pytest.mark.parametrize("old, metric", [
+    ({"cv_rmse": 0.61, "fold_rmse": {"0": 0.6, "1": 0.62}}, "rmse"),
+    ({"cv_log_loss": 0.45, "fold_log_loss": {"0": 0.4, "1": 0.5}, "cv_accuracy": 0.8}, "log_loss"),
+])
+def test_read_metrics_reads_an_old_metrics_file_into_the_new_vocabulary(old, metric, tmp_path):
+    """A run saved before metrics.json had one vocabulary (cv_rmse, fold_rmse; cv_log_loss,
+    fold_log_loss) reads as metric, cv and fold_score (int folds), its other keys kept."""
+    runs_cli.write_metrics(tmp_path, {**old, "folds_done": [0, 1], "n_oof": 60})
+    m = runs_cli.read_metrics(tmp_path)
+    cv, folds = next(v for k, v in old.items() if k.startswith("cv_")), next(v for k, v in old.items() if k.startswith("fold_"))
+    assert (m["metric"], m["cv"]) == (metric, cv)
+    assert m["fold_score"] == {int(k): v for k, v in folds.items()} and set(m["fold_score"]) == {0, 1}
+    assert m["folds_done"] == [0, 1] and m["n_oof"] == 60
+    assert runs_cli.read_metrics(tmp_path / "no-run") == {}

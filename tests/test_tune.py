@@ -1,7 +1,6 @@
 """python -m utils.tune: Optuna trials that are kit runs, pruned on the kit's validations, in a
 SQLite study that resumes; the best trial printed as the utils.train command that reproduces it."""
 
-import json
 import shlex
 
 import optuna
@@ -10,6 +9,7 @@ from test_reliability import assert_one_line_error
 
 from utils import tune as tune_cli
 from utils.config import config_from_args
+from utils.runs import read_metrics
 
 
 def argv(tiny_csv, tiny_bert, out, *extra):
@@ -32,7 +32,7 @@ def test_a_study_resumes_and_prints_the_command_of_its_best_trial(tiny_csv, tiny
     assert study.trials[2].intermediate_values  # it trained and reported, not only registered
     best = study.best_trial
     assert best.value == min(t.value for t in study.trials if t.value is not None)
-    assert best.value == json.loads((out / f"trial{best.number}" / "metrics.json").read_text())["cv"]
+    assert best.value == read_metrics(out / f"trial{best.number}")["cv"]
     command = next(ln.split("reproduce it: ", 1)[1] for ln in text.splitlines() if "reproduce it: " in ln)
     cfg = config_from_args(shlex.split(command)[3:])
     assert (cfg.lr, cfg.head_lr) == pytest.approx((best.params["lr"], best.params["head_lr"]))

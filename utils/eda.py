@@ -12,14 +12,14 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from . import runs
 from .data import make_folds
-from .files import write_csv
-from .metrics import rmse
+from .metrics import get_metric
+from .objective import objective_of
 
 # Later releases download NLTK data at run time, which fails in an offline Kaggle kernel.
 TEXTSTAT_VERSION = "0.7.8"
@@ -62,9 +62,6 @@ LABELS = {
     "automated_readability_index": "automated readability index",
     "lix": "LIX",
     "dale_chall_readability_score": "Dale-Chall score",
-    "predict_mean_rmse": "predict the mean",
-    "readability_ridge_rmse": "readability features + ridge",
-    "tfidf_ridge_rmse": "TF-IDF 1-2 grams + ridge",
 }
 
 
@@ -180,66 +177,46 @@ def tfidf_ridge_oof(texts, y, folds, alpha: float = 1.0) -> np.ndarray:
     return oof_predict(model, np.asarray(texts, dtype=str), y, folds)
 
 
-def _folds(df: pd.DataFrame, folds, n_folds: int, seed: int, target_col: str) -> np.ndarray:
-    # The folds training uses: utils.data.make_folds with the same count and seed.
-    return make_folds(df, n_folds, seed, (target_col,)) if folds is None else np.asarray(folds)
+def _folds(comp, df: pd.DataFrame, folds, n_folds: int, seed: int) -> np.ndarray:
+    # The folds training uses: utils.data.make_folds with the same count, seed and grouping.
+    if folds is not None:
+        return np.asarray(folds)
+    group = comp.group_col if comp.folds == "group" else ""
+    return make_folds(df, n_folds, seed, comp.target_cols, objective_of(comp).classes, group)
 
 
-def mean_cv(df, folds=None, *, n_folds: int = 5, seed: int = 42, target_col: str = "target"):
-    """(RMSE, OOF (N,)) of predicting the other folds' mean: the floor any model must clear.
+def readability_ridge_cv(comp, df, folds=None, *, features: pd.DataFrame | None = None,
+                         n_folds: int = 5, seed: int = 42, alpha: float = 1.0):
+    """(score in the competition's metric, OOF (N,)) of readability_ridge_oof on its one
+    regression target; `features` default: text_features of the competition's input texts.
 
     `folds`: fold per row; None makes them with make_folds(df, n_folds, seed), as training does.
     """
-    y = df[target_col].to_numpy(dtype=float)
-    oof = mean_oof(y, _folds(df, folds, n_folds, seed, target_col))
-    return rmse(y, oof), oof
+    y = df[comp.target_cols[0]].to_numpy(dtype=float)
+    folds = _folds(comp, df, folds, n_folds, seed)
+    features = text_features(plain_texts(comp.input_texts(df))) if features is None else features
+    oof = readability_ridge_oof(features, y, folds, alpha)
+    return get_metric(comp.metric_name).honest_score(y[:, None], oof[:, None], folds)[0], oof
 
 
-def readability_ridge_cv(
-    df,
-    folds=None,
-    *,
-    features: pd.DataFrame | None = None,
-    n_folds: int = 5,
-    seed: int = 42,
-    text_col: str = "excerpt",
-    target_col: str = "target",
-    alpha: float = 1.0,
-):
-    """(RMSE, OOF (N,)) of readability_ridge_oof; `features` default: text_features(df[text_col])."""
-    y = df[target_col].to_numpy(dtype=float)
-    features = text_features(df[text_col]) if features is None else features
-    oof = readability_ridge_oof(features, y, _folds(df, folds, n_folds, seed, target_col), alpha)
-    return rmse(y, oof), oof
-
-
-def tfidf_ridge_cv(
-    df,
-    folds=None,
-    *,
-    n_folds: int = 5,
-    seed: int = 42,
-    text_col: str = "excerpt",
-    target_col: str = "target",
-    alpha: float = 1.0,
-):
-    """(RMSE, OOF (N,)) of tfidf_ridge_oof on df[text_col]."""
-    y = df[target_col].to_numpy(dtype=float)
-    folds = _folds(df, folds, n_folds, seed, target_col)
-    oof = tfidf_ridge_oof(df[text_col].astype(str).to_numpy(), y, folds, alpha)
-    return rmse(y, oof), oof
-
-
-def write_oof_run(folder, df, folds, oof, id_col: str = "id", target_col: str = "target") -> None:
-    """A baseline as a run folder: oof.csv (id, target, fold, pred) and folds.csv (id, fold), the
-    files `utils.ensemble.load_oofs` blends, next to transformer runs trained on the same folds."""
-    ids = df[id_col].astype(str).to_numpy()
+def write_oof_run(folder, comp, df: pd.DataFrame, folds, oof) -> dict:
+    """A baseline as a run folder (utils.runs writes its files): its out-of-fold rows (id, the
+    truth, the predictions, fold, as a trained run's), its folds, and its metrics naming the
+    competition, so `utils.runs.read_oof` reads its columns and `utils.ensemble` blends it with
+    transformer runs trained on the same folds. `oof`: (N,) or (N, outputs) predictions, class
+    probabilities in sorted label order. Returns the metrics written."""
     folds = np.asarray(folds, dtype=int)
-    oof = pd.DataFrame(
-        {"id": ids, target_col: df[target_col].to_numpy(), "fold": folds, "pred": oof}
-    )
-    write_csv(Path(folder) / "oof.csv", oof)
-    write_csv(Path(folder) / "folds.csv", pd.DataFrame({"id": ids, "fold": folds}))
+    pred = np.asarray(oof, dtype=float).reshape(len(df), -1)
+    y, labels = _truth(comp, df)
+    ids = df[comp.id_col].astype(str).to_numpy()
+    frame = objective_of(comp).oof_frame(ids, df, y, pred, list(comp.target_cols), labels, folds)
+    runs.write_oof(folder, frame)
+    runs.write_folds(folder, ids, folds)
+    metric = get_metric(comp.metric_name)
+    metrics = {"competition": comp.to_dict(), "metric": metric.name,
+               "cv": metric.honest_score(y, pred, folds)[0]}
+    runs.write_metrics(folder, metrics)
+    return metrics
 
 
 # ----------------------------------------------------------------------------- any competition
@@ -263,25 +240,26 @@ def token_lengths(texts, tokenizer=None) -> tuple[np.ndarray, str]:
     return np.array([len(ids) for ids in enc["input_ids"]]), "tokens"
 
 
-def baseline_cv(comp, df: pd.DataFrame, folds, alpha: float = 1.0) -> dict:
+def baseline_cv(comp, df: pd.DataFrame, folds=None, *, n_folds: int = 5, seed: int = 42,
+                alpha: float = 1.0) -> dict:
     """The classic baselines of a competition, on the training folds, in its metric (a rule
     metric: each fold's rule fitted on the other folds): predict the mean (or the most frequent
     class), and TF-IDF 1-2 grams + ridge per target (or + logistic regression). {name: (score,
-    OOF predictions (N, outputs))}."""
+    OOF predictions (N, outputs))}; class probabilities in sorted label order.
+
+    `folds`: fold per row; None makes them with make_folds(df, n_folds, seed), as training does.
+    """
     from sklearn.dummy import DummyClassifier
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
 
-    from .metrics import get_metric
-
     metric = get_metric(comp.metric_name)
-    folds = np.asarray(folds)
+    folds = _folds(comp, df, folds, n_folds, seed)
     texts = np.asarray(plain_texts(comp.input_texts(df)), dtype=object)
+    y, labels = _truth(comp, df)
     out = {}
-    if comp.model_task == "classification":
-        labels = sorted(df[comp.target_cols[0]].unique().tolist(), key=str)
-        y = df[comp.target_cols[0]].map({v: i for i, v in enumerate(labels)}).to_numpy()
+    if labels is not None:
         for name, make in (("predict the most frequent class", lambda: DummyClassifier(strategy="prior")),
                            ("TF-IDF 1-2 grams + logistic regression", lambda: make_pipeline(
                                TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
@@ -293,9 +271,18 @@ def baseline_cv(comp, df: pd.DataFrame, folds, alpha: float = 1.0) -> dict:
                 oof[np.ix_(held, model.classes_)] = model.predict_proba(texts[held])
             out[name] = (metric.honest_score(y, oof, folds)[0], oof)
         return out
-    y = df[list(comp.target_cols)].to_numpy(dtype=float)
     means = np.stack([mean_oof(y[:, j], folds) for j in range(y.shape[1])], axis=1)
     tfidf = np.stack([tfidf_ridge_oof(texts.astype(str), y[:, j], folds, alpha) for j in range(y.shape[1])], axis=1)
     for name, oof in (("predict the mean", means), ("TF-IDF 1-2 grams + ridge", tfidf)):
         out[name] = (metric.honest_score(y, oof, folds)[0], oof)
     return out
+
+
+def _truth(comp, df: pd.DataFrame) -> tuple[np.ndarray, list | None]:
+    """(truth, labels) as the metrics take them: class indices (N,) and the sorted class labels,
+    or the targets (N, T) and None."""
+    targets = list(comp.target_cols)
+    if objective_of(comp).classes:
+        labels = sorted(df[targets[0]].unique().tolist(), key=str)
+        return df[targets[0]].map({v: i for i, v in enumerate(labels)}).to_numpy(), labels
+    return df[targets].to_numpy(dtype=float), None

@@ -14,40 +14,26 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
-from .cli import HelpFormatter
+from .cli import HelpFormatter, cli_error
 from .data import DataError
 from .files import run_names, write_json
-from .metrics import rmse
+from .metrics import METRICS
+from .runs import BLEND, FOLDS, read_folds, read_oof
 from .runs import identity as run_identity
 
 
-def _oof_layout(run: Path, oof: pd.DataFrame, target: str) -> dict:
-    """What a run's oof.csv holds: its metric, truth columns and prediction columns (one per
-    output: a target's value, or a class's probability), from metrics.json when it says so."""
-    mpath = run / "metrics.json"
-    metrics = json.loads(mpath.read_text()) if mpath.is_file() else {}
-    comp = metrics.get("competition") or {}
-    probs = [c for c in oof.columns if str(c).startswith("prob_")]
-    if probs:
-        truth = list(comp.get("target_cols") or [target])
-        if truth[0] not in oof.columns:
-            truth = [c for c in oof.columns if c not in ("id", "pred", "fold", *probs)][:1]
-        return {"kind": "classification", "truth": truth, "preds": probs, "outputs": [c[5:] for c in probs],
-                "metric": metrics.get("metric", "log_loss")}
-    multi = [c for c in oof.columns if str(c).startswith("pred_")]
-    if multi:
-        targets = [c[5:] for c in multi]
-        return {"kind": "regression", "truth": targets, "preds": multi, "outputs": targets,
-                "metric": metrics.get("metric", "mcrmse")}
-    target = (comp.get("target_cols") or [target])[0]
-    return {"kind": "regression", "truth": [target], "preds": ["pred"], "outputs": [target],
-            "metric": metrics.get("metric", "rmse")}
+def _predicts(oof, said: bool = False):
+    """What a run's out-of-fold rows predict: its objective, outputs and metric (`said`: in words)."""
+    if said:
+        return f"{oof.objective.name} {list(oof.outputs)} ({oof.metric})"
+    return oof.objective, oof.outputs, oof.metric
 
 
 def load_members(runs, target: str = "target") -> dict:
     """The runs' out-of-fold predictions on the rows and folds they share: ids, folds, truth y
     ((N, T) values or (N,) class indices), P (N, members, outputs), the members' names, the
-    metric and the kind of outputs.
+    metric, the objective and the outputs' names (each run's oof.csv read as its competition
+    says, utils.runs.read_oof; `target`: the target of a folder that records no competition).
 
     The runs must share folds (same folds.csv), or the blend's CV estimate would leak, and
     predict the same outputs. Runs with other finished folds are blended on the folds they all
@@ -55,36 +41,21 @@ def load_members(runs, target: str = "target") -> dict:
     without fold k.
     """
     names = run_names(runs)
-    merged, folds0, done, layout0 = None, None, {}, None
-    for run, name in zip(runs, names):
-        run = Path(run)
-        for f in ("oof.csv", "folds.csv"):
-            if not (run / f).is_file():
-                raise DataError(f"{run} has no {f}: not a run folder with a finished fold")
-        oof = pd.read_csv(run / "oof.csv", dtype={"id": str})
-        layout = _oof_layout(run, oof, target)
-        missing = [c for c in ("id", "fold", *layout["truth"], *layout["preds"]) if c not in oof.columns]
-        if missing:
-            raise DataError(f"{run}/oof.csv has no column {', '.join(map(repr, missing))} "
-                            f"(found: {', '.join(oof.columns)}): blending takes runs of the kit "
-                            f"(for a run of one target named otherwise, pass --target)")
-        if layout0 is None:
-            layout0, first = layout, run
-        elif (layout["kind"], layout["outputs"], layout["metric"]) != (layout0["kind"], layout0["outputs"], layout0["metric"]):
-            raise DataError(f"{run} predicts {layout['kind']} {layout['outputs']} ({layout['metric']}) but "
-                            f"{first} predicts {layout0['kind']} {layout0['outputs']} ({layout0['metric']}): "
-                            "only runs of the same competition and targets blend")
-        folds = pd.read_csv(run / "folds.csv", dtype={"id": str}).set_index("id")["fold"]
+    oofs, folds0 = [], None
+    for run in map(Path, runs):
+        oof = read_oof(run, target)
+        if oofs and _predicts(oof) != _predicts(oofs[0]):
+            raise DataError(f"{run} predicts {_predicts(oof, True)} but {Path(runs[0])} predicts "
+                            f"{_predicts(oofs[0], True)}: only runs of the same competition and "
+                            "targets blend")
+        folds = read_folds(run)
         if folds0 is None:
             folds0 = folds
         elif not folds.sort_index().equals(folds0.sort_index()):
-            raise DataError(f"{run}/folds.csv differs from {Path(runs[0])}/folds.csv: "
+            raise DataError(f"{run / FOLDS} differs from {Path(runs[0]) / FOLDS}: "
                             "train both runs with the same --fold-seed or --folds-csv")
-        done[run] = sorted(int(k) for k in oof["fold"].unique())
-        part = oof[["id", "fold", *layout["truth"], *layout["preds"]]].rename(
-            columns={c: f"{name}\0{c}" for c in layout["preds"]})
-        merged = part if merged is None else merged.merge(part.drop(columns=["fold", *layout["truth"]]),
-                                                          on="id", how="inner")
+        oofs.append(oof)
+    done = {Path(r): sorted(int(k) for k in o.frame["fold"].unique()) for r, o in zip(runs, oofs)}
     shared = sorted(set.intersection(*(set(d) for d in done.values())))
     each = "; ".join(f"{r} has {', '.join(map(str, d))}" for r, d in done.items())
     if len(shared) < 2:  # fold k's weights are fitted on the other shared folds' rows
@@ -93,18 +64,17 @@ def load_members(runs, target: str = "target") -> dict:
     if any(d != shared for d in done.values()):
         print(f"note: blending on folds {', '.join(map(str, shared))}, the ones every run has "
               f"({each})", file=sys.stderr, flush=True)
-    if len(merged) == 0:
+    # The rows every run predicts, in the first run's order.
+    first = oofs[0].frame
+    common = set.intersection(*(set(o.frame["id"]) for o in oofs))
+    ids = first["id"][first["id"].isin(common)].to_numpy()
+    if len(ids) == 0:
         raise DataError("the runs have no out-of-fold rows in common")
-    merged = merged.reset_index(drop=True)
-    P = np.stack([merged[[f"{n}\0{c}" for c in layout0["preds"]]].to_numpy(dtype=float) for n in names], axis=1)
-    if layout0["kind"] == "classification":
-        labels = layout0["outputs"]
-        y = merged[layout0["truth"][0]].astype(str).map({lab: i for i, lab in enumerate(labels)}).to_numpy()
-    else:
-        y = merged[layout0["truth"]].to_numpy(dtype=float)
-    return {"ids": merged["id"].to_numpy(), "folds": merged["fold"].to_numpy(), "y": y, "P": P,
-            "names": names, "metric": layout0["metric"], "kind": layout0["kind"],
-            "outputs": layout0["outputs"], "truth": layout0["truth"]}
+    rows = [pd.Index(o.frame["id"]).get_indexer(ids) for o in oofs]
+    P = np.stack([o.arrays()[1][r].astype(float) for o, r in zip(oofs, rows)], axis=1)
+    return {"ids": ids, "folds": first["fold"].to_numpy()[rows[0]], "y": oofs[0].arrays()[0][rows[0]],
+            "P": P, "names": names, "metric": oofs[0].metric, "objective": oofs[0].objective,
+            "outputs": list(oofs[0].outputs), "truth": list(oofs[0].truth)}
 
 
 def load_oofs(runs, target="target") -> pd.DataFrame:
@@ -112,49 +82,44 @@ def load_oofs(runs, target="target") -> pd.DataFrame:
     per run (named after its folder); the checks of load_members."""
     m = load_members(runs, target)
     if m["P"].shape[2] != 1:
-        raise DataError(f"the runs predict {m['kind']} outputs {m['outputs']}: load_members gives "
-                        "their (rows, runs, outputs) predictions")
+        raise DataError(f"the runs predict {m['objective'].name} outputs {m['outputs']}: load_members "
+                        "gives their (rows, runs, outputs) predictions")
     df = pd.DataFrame({"id": m["ids"], m["truth"][0]: m["y"][:, 0], "fold": m["folds"]})
     for i, name in enumerate(m["names"]):
         df[name] = m["P"][:, i, 0]
     return df
 
 
-def fit_weights(preds: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Weights w >= 0, sum(w) = 1 minimising RMSE(preds @ w, y); preds is (N, M)."""
-    m = preds.shape[1]
-    res = minimize(
-        lambda w: rmse(y, preds @ w),
-        x0=np.full(m, 1.0 / m),
-        method="SLSQP",
-        bounds=[(0.0, 1.0)] * m,
-        constraints=({"type": "eq", "fun": lambda w: w.sum() - 1.0},),
-    )
-    w = np.clip(res.x, 0.0, None)
-    return w / w.sum()
-
-
-def fit_prob_weights(P: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Weights w >= 0, sum(w) = 1 minimising the log-loss of the blended class probabilities
-    P (N, M, K) @ w; y (N,) class indices."""
-    m = P.shape[1]
-
-    def logloss(w):
-        p = np.clip(np.einsum("nmk,m->nk", P, w), 1e-15, 1.0)
-        return float(-np.mean(np.log(p[np.arange(len(y)), y.astype(int)])))
-
-    res = minimize(logloss, x0=np.full(m, 1.0 / m), method="SLSQP", bounds=[(0.0, 1.0)] * m,
+def _simplex_fit(loss, m: int) -> np.ndarray:
+    """Weights w >= 0, sum(w) = 1 minimising loss(w) (SLSQP from equal weights)."""
+    res = minimize(loss, x0=np.full(m, 1.0 / m), method="SLSQP", bounds=[(0.0, 1.0)] * m,
                    constraints=({"type": "eq", "fun": lambda w: w.sum() - 1.0},))
     w = np.clip(res.x, 0.0, None)
     return w / w.sum()
 
 
-def fit_blend(P: np.ndarray, y: np.ndarray, kind: str) -> np.ndarray:
-    """Blend weights (M,) of probabilities (classification, on log-loss: smooth, unlike F1), or
-    (M, T) one column per target (regression, each on its own RMSE)."""
-    if kind == "classification":
-        return fit_prob_weights(P, y)
-    return np.stack([fit_weights(P[:, :, t], y[:, t]) for t in range(P.shape[2])], axis=1)
+def fit_weights(preds: np.ndarray, y: np.ndarray, metric: str = "rmse") -> np.ndarray:
+    """Weights w >= 0, sum(w) = 1 minimising `metric` (utils.metrics) of preds @ w against y;
+    preds (N, M) values of one target, y (N,)."""
+    score = METRICS[metric].score
+    return _simplex_fit(lambda w: score(y, preds @ w), preds.shape[1])
+
+
+def fit_prob_weights(P: np.ndarray, y: np.ndarray, metric: str = "log_loss") -> np.ndarray:
+    """Weights w >= 0, sum(w) = 1 minimising `metric` (utils.metrics: log-loss) of the blended
+    class probabilities P (N, M, K) @ w; y (N,) class indices."""
+    score = METRICS[metric].score
+    return _simplex_fit(lambda w: score(y, np.einsum("nmk,m->nk", P, w)), P.shape[1])
+
+
+def fit_blend(P: np.ndarray, y: np.ndarray, objective) -> np.ndarray:
+    """Blend weights on the objective's blend metric (utils.objective.Objective.blend_metric):
+    (M,) for class probabilities (log-loss: smooth, unlike F1), or (M, T) one column per
+    target (each on its own RMSE)."""
+    if objective.classes:
+        return fit_prob_weights(P, y, objective.blend_metric)
+    return np.stack([fit_weights(P[:, :, t], y[:, t], objective.blend_metric)
+                     for t in range(P.shape[2])], axis=1)
 
 
 def blend(P: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -169,17 +134,18 @@ def _weights_json(W: np.ndarray) -> list:
     return W.tolist() if W.ndim == 1 or W.shape[1] > 1 else W[:, 0].tolist()
 
 
-def honest_blend(P: np.ndarray, y: np.ndarray, folds: np.ndarray, kind: str, metric):
-    """For each fold k: weights, and the metric's decision rule (on the blend of the other
-    folds' rows), fitted without fold k's rows, then applied to fold k. P (N, M, outputs).
-    Returns (blended OOF (N, outputs), the CV score, {fold: weights}, {fold: rule} or None)."""
+def honest_blend(P: np.ndarray, y: np.ndarray, folds: np.ndarray, objective, metric):
+    """For each fold k: weights (fit_blend, on the objective's blend metric), and the metric's
+    decision rule (on the blend of the other folds' rows), fitted without fold k's rows, then
+    applied to fold k. P (N, M, outputs). Returns (blended OOF (N, outputs), the CV score,
+    {fold: weights}, {fold: rule} or None)."""
     from .metrics import apply_rule
 
     out, labels = np.zeros((len(y), P.shape[2])), np.zeros(len(y), dtype=int)
     per_fold, rules = {}, {}
     for k in np.unique(folds):
         held = folds == k
-        W = fit_blend(P[~held], y[~held], kind)
+        W = fit_blend(P[~held], y[~held], objective)
         everyone = blend(P, W)
         out[held] = everyone[held]
         per_fold[int(k)] = _weights_json(W)
@@ -188,16 +154,6 @@ def honest_blend(P: np.ndarray, y: np.ndarray, folds: np.ndarray, kind: str, met
             labels[held] = apply_rule(rules[int(k)], everyone[held])
     score = metric.fn(y, labels) if metric.rule else metric.score(y, out)
     return out, score, per_fold, (rules or None)
-
-
-def cv_blend(preds: np.ndarray, y: np.ndarray, folds: np.ndarray):
-    """Honest blend estimate of one regression target: weights fitted on the other folds,
-    applied to each held-out fold. preds (N, M). Returns (blended OOF (N,), {fold: weights})."""
-    from .metrics import get_metric
-
-    out, _, per_fold, _ = honest_blend(preds[:, :, None], y.reshape(-1, 1), folds, "regression",
-                                       get_metric("rmse"))
-    return out[:, 0], per_fold
 
 
 def add_oof(oofs: pd.DataFrame, name: str, pred: pd.Series) -> pd.DataFrame:
@@ -239,14 +195,15 @@ def blend_report(runs, target="target", extra: dict | None = None) -> dict:
         P = np.concatenate([P, df[list(extra)].to_numpy(dtype=float)[:, :, None]], axis=1)
     metric = get_metric(m["metric"])
     score = lambda pred: metric.honest_score(y, pred, folds)[0]  # noqa: E731
-    W = fit_blend(P, y, m["kind"])
+    W = fit_blend(P, y, m["objective"])
     in_sample = blend(P, W)
     rule = metric.fit_rule(y, in_sample)
-    _, cv, per_fold, rules = honest_blend(P, y, folds, m["kind"], metric)
-    C = P[:, :, -1] if m["kind"] == "classification" else P.transpose(0, 2, 1).reshape(-1, P.shape[1])
+    _, cv, per_fold, rules = honest_blend(P, y, folds, m["objective"], metric)
+    # Correlation of the members: of one class's probability, or of their values over every target.
+    C = P[:, :, -1] if m["objective"].classes else P.transpose(0, 2, 1).reshape(-1, P.shape[1])
     return {
         "runs": names,
-        "identities": {n: run_identity(r) for n, r in zip(names, runs)},
+        "identities": {n: run_identity(r) for n, r in zip(m["names"], runs)},  # runs only, not extra
         "metric": metric.name,
         "greater_is_better": metric.greater_is_better,
         "outputs": m["outputs"],
@@ -303,7 +260,7 @@ def read_blend(path) -> dict:
     try:
         blend = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise DataError(f"{path}: cannot be read as a blend.json ({type(e).__name__}: {e})") from None
+        raise DataError(f"{path}: cannot be read as a {BLEND} ({type(e).__name__}: {e})") from None
     if not isinstance(blend, dict) or not {"runs", "weights"} <= set(blend):
         found = sorted(blend) if isinstance(blend, dict) else type(blend).__name__
         raise DataError(f"{path}: expected {{'runs': [...], 'weights': [...]}} as utils.ensemble "
@@ -317,7 +274,7 @@ def read_blend(path) -> dict:
     return blend
 
 
-def check_members(blend: dict, runs, path="blend.json") -> None:
+def check_members(blend: dict, runs, path=BLEND) -> None:
     """One line unless the blend's members are exactly `runs`: every member given, no other run,
     and each the same run it was fitted on (its identity, utils.runs.identity). A blend saved
     before blends recorded identities is checked by folder names only (said on stderr)."""
@@ -366,15 +323,14 @@ def main(argv=None) -> int:
     """CLI: fit the blend of the runs, print the table, write blend.json (for utils.predict)."""
     p = argparse.ArgumentParser(prog="python -m utils.ensemble", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
     p.add_argument("--runs", nargs="+", required=True, help="run folders trained on the same folds")
-    p.add_argument("--out", required=True, help="blend.json to write")
+    p.add_argument("--out", required=True, help=f"{BLEND} to write")
     p.add_argument("--target", default="target", help="the target column of runs saved before runs "
                    "recorded their competition")
     args = p.parse_args(argv)
     try:
         report = blend_report(args.runs, args.target)
     except (DataError, ValueError, OSError) as e:
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)  # utils.config needs torch
-        return 2
+        return cli_error(e)
     print(summary(report).to_string(float_format="{:.4f}".format))
     print("weights:", ", ".join(f"{n} {np.round(w, 3).tolist()}" for n, w in zip(report["runs"], report["weights"])))
     save_blend(args.out, report)

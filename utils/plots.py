@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import html
-import json
 import textwrap
 from pathlib import Path
 
@@ -20,8 +19,10 @@ import numpy as np
 import pandas as pd
 from matplotlib import cm, colors
 
+from . import runs
 from .eda import FORMULAS, LABELS, STATS, TEXTSTAT_VERSION, text_stats
 from .files import atomic_file, fold_dirs
+from .objective import objective_of
 
 STYLE = {
     "figure.dpi": 100,
@@ -67,40 +68,36 @@ def save_fig(fig, path, dpi: int = 110) -> Path:
     return Path(path)
 
 
-def _run_metrics(run) -> dict:
-    """A run's metrics.json ({} before its first fold finished)."""
-    path = Path(run) / "metrics.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def _run_metric(metrics: dict, history: pd.DataFrame) -> tuple[str, bool]:
-    """(the score a run's checkpoints were chosen by, whether greater is better): the
-    competition's metric its metrics.json names, else RMSE or log-loss (runs before metrics)."""
+def _run_metric(run) -> tuple[str, bool]:
+    """(the score a run's checkpoints were chosen by, whether greater is better): the metric its
+    metrics.json names (utils.runs.read_metrics, older runs' too), else its competition's."""
     from .metrics import METRICS
 
-    name = metrics.get("metric")
-    if name not in history:
-        name = "rmse" if "rmse" in history else "log_loss"
+    name = runs.read_metrics(run).get("metric") or runs.competition(run).metric_name
     return name, METRICS[name].greater_is_better
+
+
+def _histories(run) -> list:
+    """The run's finished folds' history.json, in fold order (an error when there is none)."""
+    fold_dirs(run)  # one line naming the run when it has no finished fold
+    return [runs.read_history(run, k) for k in runs.finished_folds(run)]
 
 
 def fold_table(run) -> pd.DataFrame:
     """One row per finished fold: best valid score in the competition's metric (the checkpoint
     kept, chosen on these same validation rows, so slightly optimistic), the last validation's
     score, steps, minutes, rows; plus the CV row."""
-    rows, name = [], "rmse"
-    metrics = _run_metrics(run)
-    for folder in fold_dirs(run):
-        info = json.loads((folder / "history.json").read_text())
+    name, greater = _run_metric(run)
+    rows = []
+    for info in _histories(run):
         h = pd.DataFrame(info["history"])
-        name, greater = _run_metric(metrics, h)
         best = (h[name].max() if greater else h[name].min()) if len(h) else np.nan
         last = h[name].iloc[-1] if len(h) else np.nan
         rows.append({"fold": info["fold"], f"valid_{name}": best, f"last_{name}": last,
                      "steps": info["steps"], "minutes": info["seconds"] / 60,
                      "n_train": info["n_train"], "n_valid": info["n_valid"]})
     table = pd.DataFrame(rows)
-    cv_value = metrics.get("cv", metrics.get("cv_rmse") if name == "rmse" else None)
+    cv_value = runs.read_metrics(run).get("cv")
     if cv_value is not None:
         n = table["n_valid"]
         if name == "rmse":  # the last checkpoints' CV over the same rows, pooled squared errors
@@ -119,11 +116,9 @@ def learning_curves(run):
     """Validation score in the competition's metric (solid) and training loss (dashed) against
     optimizer steps, per fold."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
-    metrics = _run_metrics(run)
-    for folder in fold_dirs(run):
-        info = json.loads((folder / "history.json").read_text())
+    score, greater = _run_metric(run)
+    for info in _histories(run):
         h = pd.DataFrame(info["history"])
-        score, greater = _run_metric(metrics, h)
         line = ax1.plot(h["step"], h[score], marker="o", ms=3, label=f"fold {info['fold']}")[0]
         best = h[score].idxmax() if greater else h[score].idxmin()
         ax1.scatter(h["step"][best], h[score][best], s=80, facecolors="none",
@@ -142,19 +137,29 @@ def learning_curves(run):
 
 
 @styled
-def oof_scatter(run, target: str = "target"):
-    """Out-of-fold predictions against the truth, coloured by fold, with the identity line."""
-    oof = pd.read_csv(Path(run) / "oof.csv")
-    pred = f"pred_{target}" if f"pred_{target}" in oof else "pred"  # one of several targets
+def oof_scatter(run, target: str = ""):
+    """Out-of-fold predictions of one regression target (default: the run's first) against the
+    truth, coloured by fold, with the identity line; the columns are those of the run's
+    competition (utils.runs.read_oof; `target` also names the target of a baseline folder that
+    records none)."""
+    from .metrics import rmse
+
+    oof = runs.read_oof(run, target or "target")
+    if oof.objective.classes:
+        raise ValueError(f"{run} predicts class probabilities ({', '.join(oof.preds)}): an OOF "
+                         "scatter draws a regression target against its prediction")
+    target = target or oof.truth[0]
+    if target not in oof.truth:
+        raise ValueError(f"{run} predicts {', '.join(oof.truth)}, not {target!r}")
+    df, pred = oof.frame, oof.preds[oof.truth.index(target)]
     fig, ax = plt.subplots(figsize=(6, 6))
-    for k, part in oof.groupby("fold"):
+    for k, part in df.groupby("fold"):
         ax.scatter(part[target], part[pred], s=10, alpha=0.6, label=f"fold {k}")
-    lo, hi = oof[[target, pred]].min().min(), oof[[target, pred]].max().max()
+    lo, hi = df[[target, pred]].min().min(), df[[target, pred]].max().max()
     ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="perfect")
-    rmse = float(np.sqrt(np.mean((oof[target] - oof[pred]) ** 2)))
-    r = float(np.corrcoef(oof[target], oof[pred])[0, 1])
+    r = float(np.corrcoef(df[target], df[pred])[0, 1])
     ax.set(xlabel=f"true {target}", ylabel="OOF prediction",
-           title=f"{Path(run).name}: OOF RMSE {rmse:.3f}, r = {r:.3f}")
+           title=f"{Path(run).name}: OOF RMSE {rmse(df[target], df[pred]):.3f}, r = {r:.3f}")
     ax.set_aspect("equal")
     ax.legend(loc="upper left")
     return fig
@@ -258,8 +263,8 @@ def blend_figure(report: dict, oofs: pd.DataFrame | None = None):
     axes[0].set_xticks(range(len(values)), labels, rotation=20, ha="right")
     lo = min(values)
     axes[0].set_ylim(lo - 0.15 * (max(values) - lo + 1e-3) - 0.005, max(values) + 0.01)
-    better = "higher" if report.get("greater_is_better") else "lower"
-    metric = report.get("metric", "rmse")
+    better = "higher" if report["greater_is_better"] else "lower"
+    metric = report["metric"]
     axes[0].set(title=f"OOF {metric} ({better} is better)", ylabel=metric)
     w = np.asarray(report["weights"], float).reshape(len(names), -1)
     outputs = report.get("outputs") or ["weight"]
@@ -307,7 +312,7 @@ def prediction_hist(preds, train_target=None):
 
 
 @styled
-def pseudo_figure(pseudo: pd.DataFrame, train_target=None, max_std=None, output: str = "target"):
+def pseudo_figure(pseudo: pd.DataFrame, output: str, train_target=None, max_std=None):
     """Pseudo-labels from utils.pseudo of one output (a target, or prob_<label>): their values
     (beside the training target, if given) and their spread, how much the teachers' fold models
     disagree (the `max_std` cut, if given)."""
@@ -352,8 +357,9 @@ def _points(n: int) -> dict:
 
 
 @styled
-def plot_distributions(df: pd.DataFrame, target: str = "target", se_col: str = "standard_error") -> plt.Figure:
-    """Histograms of target (easiness) and standard_error; the reference row (se 0) is left out."""
+def plot_distributions(df: pd.DataFrame, target: str, se_col: str) -> plt.Figure:
+    """Histograms of the target (CommonLit's: easiness) and its per-row standard error (`se_col`);
+    a reference row (se 0) is left out."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
     y = df[target]
     a.hist(y, bins=40, color=NEUTRAL_COLOR, alpha=0.85, edgecolor="white")
@@ -377,8 +383,9 @@ def plot_distributions(df: pd.DataFrame, target: str = "target", se_col: str = "
 
 
 @styled
-def plot_target_vs_se(df: pd.DataFrame, target: str = "target", se_col: str = "standard_error") -> plt.Figure:
-    """Scatter of standard_error vs target: extreme excerpts were judged with more uncertainty."""
+def plot_target_vs_se(df: pd.DataFrame, target: str, se_col: str) -> plt.Figure:
+    """Scatter of the standard error (`se_col`) vs the target: on CommonLit, extreme excerpts were
+    judged with more uncertainty."""
     fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
     keep = (df[se_col] > 0).to_numpy()
     x, se = df.loc[keep, target], df.loc[keep, se_col]
@@ -492,11 +499,11 @@ def _excerpt_block(text: str, chars: int, width: int) -> str:
 
 @styled
 def plot_extremes(
-    df: pd.DataFrame, n: int = 3, chars: int = 900, width: int = 92, text_col: str = "excerpt",
-    target_col: str = "target", names=("Easiest", "Hardest"), title: str = "The easiest and the hardest excerpts",
+    df: pd.DataFrame, *, text_col: str, target_col: str, n: int = 3, chars: int = 900, width: int = 92,
+    names=("Highest", "Lowest"), title: str = "",
 ) -> plt.Figure:
-    """The n highest-target (left: CommonLit's easiest) and n lowest (right) texts, wrapped text
-    with target and counts."""
+    """The n highest-`target_col` (left: CommonLit's easiest) and n lowest (right) texts of
+    `text_col`, wrapped, with the target and counts."""
     order = df.sort_values(target_col)
     n = max(1, min(n, len(df) // 2 or 1))
     columns = [
@@ -539,7 +546,8 @@ def plot_extremes(
             )
         for ax in axes[len(rows) :, col]:
             ax.set_axis_off()
-    fig.suptitle(title, fontsize=14, fontweight="bold")
+    fig.suptitle(title or f"The texts with the highest and lowest {target_col}", fontsize=14,
+                 fontweight="bold")
     fig.subplots_adjust(
         left=0.02,
         right=0.98,
@@ -551,22 +559,6 @@ def plot_extremes(
     return fig
 
 
-@styled
-def plot_baselines(rmse: dict) -> plt.Figure:
-    """Horizontal bars of CV RMSE per baseline name (lower is better), the best highlighted."""
-    items = sorted(rmse.items(), key=lambda kv: -kv[1])
-    names, values = [LABELS.get(k, k) for k, _ in items], [v for _, v in items]
-    fig, ax = plt.subplots(figsize=(8, 0.7 * len(items) + 1.5), layout="constrained")
-    best = min(values)
-    colors = [EASY_COLOR if v == best else "#98c1d9" for v in values]
-    ax.barh(names, values, color=colors)
-    for i, v in enumerate(values):
-        ax.text(v + 0.01, i, f"{v:.3f}", va="center", fontsize=10)
-    ax.set_xlim(0, max(values) * 1.15)
-    ax.set(title="Baselines: cross-validated RMSE (lower is better)", xlabel="RMSE")
-    return fig
-
-
 # ----------------------------------------------------------------------------- any competition
 
 
@@ -575,7 +567,7 @@ def plot_targets(df: pd.DataFrame, comp) -> plt.Figure:
     """Each target's distribution (regression), or the class balance (classification), in the
     competition's words."""
     cols = list(comp.target_cols)
-    if comp.model_task == "classification":
+    if objective_of(comp).classes:
         counts = df[cols[0]].value_counts().sort_index()
         fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(counts) + 3), 4), layout="constrained")
         bars = ax.bar(counts.index.astype(str), counts.to_numpy(), color=NEUTRAL_COLOR)

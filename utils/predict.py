@@ -25,14 +25,14 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from .batching import Collator, TextDataset, sorted_batches
-from .cli import HelpFormatter, show_progress
+from .cli import HelpFormatter, cli_error, show_progress
 from .competition import Competition, read_split
-from .config import cli_error
 from .data import DataError
 from .ensemble import blend_weights, normalize_weights, read_blend
 from .files import fold_dirs, write_csv
-from .metrics import apply_rule
 from .model import KIT_CONFIG, TextModel, amp_precision
+from .objective import get_objective, objective_of
+from .runs import BLEND, check_same_competition, read_metrics
 
 
 def _autocast(device: torch.device, precision: str):
@@ -54,12 +54,11 @@ def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precisio
     dl = DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size),
                     collate_fn=Collator(tokenizer.pad_token_id or 0))
     out = np.zeros((len(ds), model.spec.num_outputs), dtype=np.float64)
+    objective = get_objective(model.spec.task)
     for batch in tqdm(dl, desc=desc, disable=not show_progress(progress), leave=False):
         with _autocast(device, precision):
             p = model(batch["input_ids"].to(device), batch["attention_mask"].to(device)).float()
-        if model.spec.task == "classification":
-            p = torch.softmax(p, dim=-1)
-        out[batch["index"].numpy()] = p.cpu().numpy()
+        out[batch["index"].numpy()] = objective.activate(p).cpu().numpy()
     return ds.per_text(out)  # windows of a long text (fit "windows") averaged
 
 
@@ -98,7 +97,7 @@ def predict_run(run, texts, **kw) -> np.ndarray:
     """Average over a run's folds: (N,) for one target, (N, T) for several, (N, K) class probs.
     Keywords as predict_folds."""
     p = np.mean(list(predict_folds(run, texts, **kw).values()), axis=0)
-    return p[:, 0] if p.shape[1] == 1 and model_task(run) == "regression" else p
+    return get_objective(run_spec(run)["task"]).run_output(p)
 
 
 def run_spec(run) -> dict:
@@ -129,20 +128,14 @@ def decision_rule(runs, blend: dict | None = None) -> dict | None:
     rounding), said on stderr when the metric has a fitted one."""
     if blend and blend.get("rule"):
         return blend["rule"]
-    paths = [Path(r) / "metrics.json" for r in runs]
-    rules = [json.loads(p.read_text()).get("rule") if p.is_file() else None for p in paths]
+    rules = [read_metrics(r).get("rule") for r in runs]
     if len(runs) == 1 and rules[0]:
         return rules[0]
     if any(rules):
-        print("note: several runs without a blend.json rule: labels by the default rule (argmax / "
+        print(f"note: several runs without a {BLEND} rule: labels by the default rule (argmax / "
               "rounding); utils.ensemble fits the rule on the blend's out-of-fold predictions",
               file=sys.stderr, flush=True)
     return None
-
-
-def model_task(run) -> str:
-    """'regression' or 'classification', from the run's first fold."""
-    return run_spec(run)["task"]
 
 
 def check_runs_agree(runs) -> dict:
@@ -156,6 +149,16 @@ def check_runs_agree(runs) -> dict:
                 raise DataError(f"{run} predicts {key} {spec.get(key)!r} but {runs[0]} predicts "
                                 f"{first.get(key)!r}: only runs of the same task and targets blend")
     return first
+
+
+def check_runs(runs) -> dict:
+    """The runs' common spec, from saved files only (before any model loads): each run has a
+    finished fold, all were trained for one competition (utils.runs.check_same_competition) and
+    predict the same outputs (check_runs_agree); one line naming the run that differs."""
+    for run in runs:
+        fold_dirs(run)
+    check_same_competition(runs)
+    return check_runs_agree(runs)
 
 
 def predict(runs, texts, weights=None, timings: dict | None = None, **kw) -> np.ndarray:
@@ -183,36 +186,15 @@ def check_submission(sub: pd.DataFrame, test: pd.DataFrame, id_col="id") -> None
         raise DataError(f"submission has non-finite predictions at rows {rows.tolist()}")
 
 
-def _as_written(labels) -> np.ndarray:
-    """Class names as the training file wrote them: integers when they all are."""
-    labels = [str(v) for v in labels]
-    if all(v.lstrip("-").isdigit() for v in labels):
-        return np.array([int(v) for v in labels])
-    return np.array(labels, dtype=object)
-
-
 def submission_frame(comp: Competition, test: pd.DataFrame, preds: np.ndarray, spec: dict | None = None,
                      rule: dict | None = None) -> pd.DataFrame:
     """What the competition's submission holds, in test order: values (clipped to target_range),
     labels (made by `rule`; scores clipped to the range) or class probabilities."""
     preds = np.asarray(preds, dtype=float).reshape(len(test), -1)
     sub = pd.DataFrame({comp.id_col: test[comp.id_col].astype(str).to_numpy()})
-    kind, target = comp.submission_kind, comp.target_cols[0]
     names = list((spec or {}).get("target_names") or comp.target_cols)
-    lo, hi = comp.target_range or (-np.inf, np.inf)
-    if comp.model_task == "classification" and kind == "probabilities":
-        if len(comp.target_cols) == 1 and len(names) == 2:
-            sub[target] = preds[:, 1]  # P(the second class), e.g. P(target = 1)
-        else:
-            for j, name in enumerate(names):
-                sub[str(name)] = preds[:, j]
-    elif comp.model_task == "classification":
-        sub[target] = _as_written(names)[apply_rule(rule, preds)]
-    elif kind == "labels":
-        sub[target] = np.clip(apply_rule(rule, preds), lo, hi).astype(int)
-    else:
-        for j, name in enumerate(comp.target_cols):
-            sub[name] = np.clip(preds[:, j], lo, hi)
+    for col, values in objective_of(comp).submission_columns(comp, preds, names, rule).items():
+        sub[col] = values
     return sub
 
 
@@ -255,7 +237,7 @@ def submit(runs, test_csv, out="submission.csv", weights=None, blend_json=None, 
     get the training mean), folds averaged and runs blended (`weights`, or blend.json's), labels
     by the fitted rule, checked against the sample submission beside the test file, written to
     `out`. Everything read from disk is checked before the first model loads."""
-    spec = check_runs_agree(runs)
+    spec = check_runs(runs)
     comp = run_competition(runs[0])
     blend = read_blend(blend_json) if blend_json else None
     if blend is not None:
@@ -276,7 +258,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", nargs="+", required=True, help="run folders (each with fold*/)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--weights", nargs="+", type=float, help="one blend weight per run")
-    g.add_argument("--blend", help="blend.json from the ensembling notebook")
+    g.add_argument("--blend", help=f"{BLEND} from the ensembling notebook")
     p.add_argument("--out", default="submission.csv", help="the submission to write")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (sorted by length)")
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "fp16", "bf16"),

@@ -30,20 +30,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .cli import HelpFormatter
+from .cli import HelpFormatter, cli_error
 from .competition import read_split
-from .config import cli_error
 from .data import DataError, folds_fingerprint, pseudo_info_path
 from .eda import plain_texts
-from .files import fold_dirs, run_names, write_csv, write_json
-from .predict import (
-    blank_texts,
-    blend_weights,
-    check_runs_agree,
-    normalize_weights,
-    predict_folds,
-    run_competition,
-)
+from .ensemble import blend_weights, normalize_weights
+from .files import run_names, write_csv, write_json
+from .objective import get_objective
+from .predict import blank_texts, check_runs, check_runs_agree, predict_folds, run_competition
+from .runs import BLEND, FOLDS, finished_folds, read_folds
 
 
 def normalized(text: str) -> str:
@@ -55,29 +50,24 @@ def teachers_folds(runs) -> tuple[list, str]:
     """(fold numbers, folds fingerprint) shared by all runs; an error naming the run that differs."""
     first, ref = None, None
     for run in runs:
-        f = pd.read_csv(Path(run) / "folds.csv", dtype={"id": str})
-        mine = (sorted(int(p.name[4:]) for p in fold_dirs(run)), folds_fingerprint(f["id"], f["fold"]))
+        f = read_folds(run)
+        mine = (finished_folds(run), folds_fingerprint(f.index, f.to_numpy()))
         if first is None:
             first, ref = run, mine
         elif mine != ref:
-            what = "folds.csv" if mine[1] != ref[1] else "finished folds"
+            what = FOLDS if mine[1] != ref[1] else "finished folds"
             raise DataError(f"{run} has other {what} than {first}: pseudo-labels per fold need "
                             "runs trained on the same folds (same --fold-seed or --folds-csv), "
                             "each with the same folds finished")
     return ref
 
 
-def outputs(spec: dict) -> list:
-    """The names of a run's outputs as pseudo-label columns: its targets (regression) or
-    prob_<label> per class (classification)."""
-    names = [str(n) for n in spec["target_names"]]
-    return names if spec["task"] == "regression" else [f"prob_{n}" for n in names]
-
-
 def check_teachers(runs) -> list:
-    """The teachers' common outputs: the same task and targets for all (read from the saved
-    configs, no model loaded); an error naming the run that differs."""
-    return outputs(check_runs_agree(runs))
+    """The teachers' common outputs as pseudo-label columns (utils.objective's pseudo_columns:
+    the targets, or prob_<label> per class): the same task and targets for all (read from the
+    saved configs, no model loaded); an error naming the run that differs."""
+    spec = check_runs_agree(runs)
+    return get_objective(spec["task"]).pseudo_columns(spec["target_names"])
 
 
 def check_max_std(runs, max_std) -> None:
@@ -137,6 +127,24 @@ def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, 
     return out[out[fold_cols].notna().any(axis=1)].reset_index(drop=True)
 
 
+def texts_to_label(comp, texts_csv, train_csv) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """(the texts to label, read as the competition's test file, the train duplicates dropped
+    (same words, other whitespace) and the blank ones; the dropped duplicates' mask, the blank
+    texts' mask), said on stdout; one line when no text is left."""
+    texts = read_split(comp, texts_csv, "test", blank="dropped (nothing to label)")
+    train = read_split(comp, train_csv, "train")
+    plain = plain_texts(comp.input_texts(texts))
+    blank = blank_texts(plain)
+    known = set(map(normalized, plain_texts(comp.input_texts(train))))
+    dup = np.array([normalized(t) in known for t in plain]) & ~blank
+    texts = texts[~blank & ~dup].reset_index(drop=True)
+    print(f"{Path(texts_csv).name}: {int(dup.sum())} texts already in {Path(train_csv).name} "
+          f"dropped, {int(blank.sum())} blank dropped, {len(texts)} to label")
+    if len(texts) == 0:
+        raise DataError(f"{Path(texts_csv).name}: no text left to label")
+    return texts, dup, blank
+
+
 def main(argv=None) -> int:
     """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
     p = argparse.ArgumentParser(prog="python -m utils.pseudo", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
@@ -145,7 +153,7 @@ def main(argv=None) -> int:
                    "the teachers' competition, as in its test file")
     p.add_argument("--train-csv", required=True, help="the labelled data: its texts are dropped")
     p.add_argument("--out", required=True, help="pseudo-label CSV to write (+ its .json)")
-    p.add_argument("--blend", help="blend.json: weights of the runs (default: equal)")
+    p.add_argument("--blend", help=f"{BLEND}: weights of the runs (default: equal)")
     p.add_argument("--max-std", type=float,
                    help="leave a text out of fold k when the runs' fold-k models disagree more "
                         "(standard deviation; needs two runs or more)")
@@ -153,6 +161,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         # Everything that can be checked on saved files comes before any model loads.
+        check_runs(args.runs)  # finished folds, one competition, the same outputs
         folds, fingerprint = teachers_folds(args.runs)
         names = check_teachers(args.runs)
         comp = run_competition(args.runs[0])
@@ -163,18 +172,7 @@ def main(argv=None) -> int:
                   "fold, honest only if they were not fitted on these runs' out-of-fold rows",
                   file=sys.stderr)
         check_max_std(args.runs, args.max_std)
-        texts = read_split(comp, args.texts, "test", blank="dropped (nothing to label)")
-        train = read_split(comp, args.train_csv, "train")
-        plain = plain_texts(comp.input_texts(texts))
-        blank = blank_texts(plain)
-        known = set(map(normalized, plain_texts(comp.input_texts(train))))
-        dup = np.array([normalized(t) in known for t in plain]) & ~blank
-        texts = texts[~blank & ~dup].reset_index(drop=True)
-        print(f"{Path(args.texts).name}: {int(dup.sum())} texts already in "
-              f"{Path(args.train_csv).name} dropped, {int(blank.sum())} blank dropped, "
-              f"{len(texts)} to label")
-        if len(texts) == 0:
-            raise DataError(f"{Path(args.texts).name}: no text left to label")
+        texts, dup, blank = texts_to_label(comp, args.texts, args.train_csv)
         out = make_pseudo(args.runs, texts, weights, not args.no_progress,
                           fold_weights, args.max_std, comp)
         n_labelled = len(texts)

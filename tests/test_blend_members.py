@@ -1,0 +1,155 @@
+"""A blend.json and the runs it is applied to: prediction and pseudo-labelling take exactly the
+runs the blend was fitted on (by folder name and by identity: a run retrained in a folder of the
+same name is another run), and never average runs of two competitions. Every refusal is one line,
+exit code 2, nothing written, and comes from saved files before any model loads."""
+
+import shutil
+
+import pandas as pd
+import pytest
+from conftest import tiny_frame
+from test_competition import tiny_data
+from test_reliability import assert_one_line_error
+from test_train import cfg_for
+
+from utils import ensemble, predict, pseudo
+from utils.model import WEIGHTS, TextModel
+from utils.runs import identity, read_metrics, write_metrics
+from utils.train import run_cv
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory, tiny_bert):
+    """Two CommonLit runs (attn, mean) on the same folds, their blend.json, a test file and a
+    file of texts to pseudo-label."""
+    d = tmp_path_factory.mktemp("members")
+    tiny_frame(40).to_csv(d / "train.csv", index=False)
+    tiny_frame(6, seed=5).drop(columns=["target", "standard_error"]).to_csv(d / "test.csv", index=False)
+    tiny_frame(6, seed=9)[["id", "excerpt"]].assign(id=lambda f: "new" + f.id).to_csv(d / "texts.csv", index=False)
+    for name, pooling in (("attn", "attention"), ("mean", "mean")):
+        run_cv(cfg_for(d / "train.csv", d / "runs" / name, tiny_bert, pooling=pooling, max_steps=2))
+    ensemble.save_blend(d / "blend.json", ensemble.blend_report([d / "runs" / "attn", d / "runs" / "mean"]))
+    return d
+
+
+def runs_of(folder) -> list:
+    return [folder / "attn", folder / "mean"]
+
+
+def predict_argv(d, runs, out, *extra) -> list:
+    return ["--test-csv", str(d / "test.csv"), "--runs", *map(str, runs), "--out", str(out), *map(str, extra)]
+
+
+def pseudo_argv(d, runs, out, *extra) -> list:
+    return ["--runs", *map(str, runs), "--texts", str(d / "texts.csv"), "--train-csv", str(d / "train.csv"),
+            "--out", str(out), "--no-progress", *map(str, extra)]
+
+
+@pytest.fixture()
+def no_model_loads(monkeypatch):
+    """Loading a model raises: a refusal must come from the saved files alone."""
+
+    def refuse(*a, **k):
+        raise AssertionError("a model was loaded before the checks on saved files")
+
+    monkeypatch.setattr(TextModel, "load", refuse)
+
+
+def assert_refused(cli, argv, out, capsys, *parts):
+    assert cli.main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, *parts)
+    assert not out.exists()
+
+
+def retrained_copy(src, dst, fold: int = 0):
+    """A copy of run `src` in `dst` whose fold's weights differ (as if that fold were trained
+    again): same folder name, same config and folds, another run."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, dst)
+    path = dst / f"fold{fold}" / WEIGHTS
+    weights = load_file(path)
+    name = next(k for k, v in weights.items() if v.is_floating_point())
+    weights[name] = weights[name] + 0.01
+    save_file(weights, path)
+    return dst
+
+
+def test_exact_copies_of_the_blends_runs_predict(fitted, tmp_path, capsys):
+    """Copies of the runs (e.g. a models dataset) are the same runs: the blend applies."""
+    copies = tmp_path / "copies"
+    for run in runs_of(fitted / "runs"):
+        shutil.copytree(run, copies / run.name)
+    assert [identity(r) for r in runs_of(copies)] == [identity(r) for r in runs_of(fitted / "runs")]
+    out = tmp_path / "s.csv"
+    assert predict.main(predict_argv(fitted, runs_of(copies), out, "--blend", fitted / "blend.json")) == 0
+    assert len(pd.read_csv(out)) == 6
+
+
+def test_a_blend_applied_to_other_runs_of_the_same_names_is_refused(fitted, tmp_path, capsys, no_model_loads):
+    """blend.json fitted on attn and mean, given attn and mean of another folder where attn's fold 0
+    was trained again: predict and pseudo stop in one line naming the run."""
+    other = tmp_path / "other"
+    retrained_copy(fitted / "runs" / "attn", other / "attn")
+    shutil.copytree(fitted / "runs" / "mean", other / "mean")
+    assert identity(other / "attn") != identity(fitted / "runs" / "attn")
+    assert identity(other / "mean") == identity(fitted / "runs" / "mean")
+    blend = fitted / "blend.json"
+    out = tmp_path / "s.csv"
+    parts = ("blend.json was fitted on another run named 'attn'", "fit the blend again on these runs")
+    assert_refused(predict, predict_argv(fitted, runs_of(other), out, "--blend", blend), out, capsys, *parts)
+    out = tmp_path / "p.csv"
+    assert_refused(pseudo, pseudo_argv(fitted, runs_of(other), out, "--blend", blend), out, capsys, *parts)
+    assert not out.with_suffix(".json").exists()
+
+
+def test_a_blend_given_some_of_its_runs_is_refused(fitted, tmp_path, capsys, no_model_loads):
+    blend = fitted / "blend.json"
+    for runs, what in (([fitted / "runs" / "attn"], "its member(s) mean not given"),
+                       ([fitted / "runs" / "mean"], "its member(s) attn not given")):
+        out = tmp_path / "s.csv"
+        assert_refused(predict, predict_argv(fitted, runs, out, "--blend", blend), out, capsys,
+                       "blend.json blends attn, mean, not the runs given", what)
+        out = tmp_path / "p.csv"
+        assert_refused(pseudo, pseudo_argv(fitted, runs, out, "--blend", blend), out, capsys,
+                       "blend.json blends attn, mean, not the runs given", what)
+
+
+@pytest.fixture(scope="module")
+def tweets_run(tmp_path_factory, tiny_bert):
+    """A tiny run of the tweets competition (nlp-getting-started: a binary classifier)."""
+    slug = "nlp-getting-started"
+    d = tmp_path_factory.mktemp("tweets")
+    data = tiny_data(slug, d / "data", 24)
+    run_cv(cfg_for(data / "train.csv", d / "tweets", tiny_bert, competition=slug, max_steps=1, max_len=32))
+    return d / "tweets"
+
+
+def test_runs_of_two_competitions_are_refused(fitted, tweets_run, tmp_path, capsys, no_model_loads):
+    """A tweets classifier and a CommonLit regression: predict and pseudo stop in one line naming
+    both competitions (never an average of a probability and a readability score)."""
+    commonlit = fitted / "runs" / "attn"
+    for runs in ([commonlit, tweets_run], [tweets_run, commonlit]):
+        out = tmp_path / "s.csv"
+        assert_refused(predict, predict_argv(fitted, runs, out), out, capsys, "nlp-getting-started",
+                       "commonlitreadabilityprize", "only runs of the same competition average or blend")
+        out = tmp_path / "p.csv"
+        assert_refused(pseudo, pseudo_argv(fitted, runs, out), out, capsys, "nlp-getting-started",
+                       "commonlitreadabilityprize", "only runs of the same competition average or blend")
+
+
+def test_runs_of_two_competitions_with_the_same_outputs_are_refused(fitted, tmp_path, capsys, no_model_loads):
+    """Two regressions of one column named 'target' on the same folds, of other competitions: the
+    models' outputs agree, the competitions do not."""
+    other = tmp_path / "other-comp"
+    shutil.copytree(fitted / "runs" / "mean", other)
+    metrics = read_metrics(other)
+    comp = dict(metrics["competition"], slug="another-readability-contest")
+    write_metrics(other, {**metrics, "competition": comp})
+    runs = [fitted / "runs" / "attn", other]
+    out = tmp_path / "s.csv"
+    assert_refused(predict, predict_argv(fitted, runs, out), out, capsys,
+                   "other-comp was trained for another-readability-contest", "commonlitreadabilityprize")
+    out = tmp_path / "p.csv"
+    assert_refused(pseudo, pseudo_argv(fitted, runs, out), out, capsys,
+                   "other-comp was trained for another-readability-contest", "commonlitreadabilityprize")
