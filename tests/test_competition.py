@@ -284,11 +284,12 @@ def test_the_benchmark_average_scores_the_mean_of_its_runs_on_the_same_rows(tmp_
     from conftest import ROOT
 
     from utils.metrics import mcrmse
+    from utils.runs import write_metrics
 
     spec = importlib.util.spec_from_file_location("bench_competitions", ROOT / "bench" / "competitions.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    cols = list(bench.SETUPS["ell"]["target_cols"])
+    cols = list(BUILTIN[bench.SETUPS["ell"]["slug"]].target_cols)  # the kit's own description
     rng = np.random.default_rng(0)
     y = rng.integers(2, 10, size=(8, len(cols))) / 2
     preds = [y + rng.normal(0, 0.4, y.shape) for _ in range(2)]
@@ -297,9 +298,12 @@ def test_the_benchmark_average_scores_the_mean_of_its_runs_on_the_same_rows(tmp_
         oof = pd.DataFrame({"id": [f"e{i}" for i in range(8)]})
         for j, c in enumerate(cols):
             oof[c], oof[f"pred_{c}"] = y[:, j], p[:, j]
+        oof["fold"] = 0  # the benchmark's runs validate fold 0
         order = rng.permutation(8) if k else np.arange(8)  # a run's rows in another order
         (tmp_path / f"run{k}").mkdir()
         oof.iloc[order].to_csv(tmp_path / f"run{k}" / "oof.csv", index=False)
+        # A kit run records its competition: what its OOF columns mean.
+        write_metrics(tmp_path / f"run{k}", {"competition": BUILTIN[bench.SETUPS["ell"]["slug"]].to_dict()})
         runs.append(str(tmp_path / f"run{k}"))
     r = bench.average("ell", bench.SETUPS["ell"], runs)
     assert r["mcrmse"] == pytest.approx(mcrmse(y, (preds[0] + preds[1]) / 2))

@@ -9,6 +9,12 @@ import sys
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Each option's help with its default, except an empty one (the help says what empty means)."""
 
+    def _split_lines(self, text, width):
+        # Never break inside a hyphenated word (a slug, a default such as kaggle-text-kit 0.1.0).
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
     def _get_help_string(self, action):
         if action.default in ("", (), [], None, False) or action.help is argparse.SUPPRESS:
             return action.help

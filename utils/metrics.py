@@ -125,6 +125,16 @@ class Metric:
     needs: str  # "values" (regression outputs), "labels" or "probabilities"
     rule: str = ""  # labels from outputs: "threshold" (probabilities) or "cutpoints" (values)
     title: str = ""  # as the competition's page writes it
+    squares: bool = False  # a root of a mean of squares: folds pool through their squares
+
+    def pool(self, scores, rows) -> float:
+        """The score over several folds from each fold's score and row count, when only those are
+        known (e.g. the last checkpoints'): RMSE pools its squared errors; other metrics do not
+        pool exactly, so the folds' mean weighted by their rows."""
+        scores, rows = np.asarray(scores, float), np.asarray(rows, float)
+        if self.squares:
+            return float(np.sqrt((rows * scores**2).sum() / rows.sum()))
+        return float((rows * scores).sum() / rows.sum())
 
     def score(self, y, pred, rule: dict | None = None) -> float:
         """The metric of predictions (N, outputs) against the truth, labels made under `rule`."""
@@ -159,7 +169,7 @@ class Metric:
 METRICS = {
     m.name: m
     for m in (
-        Metric("rmse", rmse, False, "values", title="RMSE"),
+        Metric("rmse", rmse, False, "values", title="RMSE", squares=True),
         Metric("mcrmse", mcrmse, False, "values", title="MCRMSE"),
         Metric("f1", _f1, True, "labels", "threshold", "F1"),
         Metric("accuracy", _accuracy, True, "labels", title="accuracy"),

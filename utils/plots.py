@@ -22,6 +22,7 @@ from matplotlib import cm, colors
 from . import runs
 from .eda import FORMULAS, LABELS, STATS, TEXTSTAT_VERSION, text_stats
 from .files import atomic_file, fold_dirs
+from .metrics import get_metric
 from .objective import objective_of
 
 STYLE = {
@@ -100,10 +101,7 @@ def fold_table(run) -> pd.DataFrame:
     cv_value = runs.read_metrics(run).get("cv")
     if cv_value is not None:
         n = table["n_valid"]
-        if name == "rmse":  # the last checkpoints' CV over the same rows, pooled squared errors
-            last_cv = float(np.sqrt((n * table["last_rmse"] ** 2).sum() / n.sum()))
-        else:  # other metrics do not pool: the folds' mean, weighted by their rows
-            last_cv = float((n * table[f"last_{name}"]).sum() / n.sum())
+        last_cv = get_metric(name).pool(table[f"last_{name}"], n)  # the last checkpoints' CV
         cv = {"fold": "CV (all OOF)", f"valid_{name}": cv_value, f"last_{name}": last_cv,
               "steps": table["steps"].sum(), "minutes": table["minutes"].sum(), "n_train": np.nan,
               "n_valid": n.sum()}

@@ -163,7 +163,7 @@ def check_runs(runs) -> dict:
 
 def predict(runs, texts, weights=None, timings: dict | None = None, **kw) -> np.ndarray:
     """Blend of runs (each the mean of its folds) with non-negative weights normalised to sum 1."""
-    check_runs_agree(runs)  # from the saved configs, before any model loads
+    check_runs(runs)  # from saved files, before any model loads: one competition, the same outputs
     w = normalize_weights(weights, len(runs))
     total = 0.0
     for run, wi in zip(runs, w):

@@ -197,9 +197,8 @@ def read_oof(run, target: str = "target") -> Oof:
     """The run's oof.csv, its columns named by the run's competition (`target`: the target of a
     folder that records none); one line naming the file when a column is missing."""
     run = Path(run)
-    if not has_oof(run) or not has_folds(run):
-        missing = OOF if not has_oof(run) else FOLDS
-        raise FileNotFoundError(f"{run} has no {missing}: not a run folder with a finished fold")
+    if not has_oof(run):
+        raise FileNotFoundError(f"{run} has no {OOF}: not a run folder with a finished fold")
     frame = pd.read_csv(run / OOF, dtype={"id": str})
     comp = competition(run, target)
     objective = get_objective(comp.model_task)
