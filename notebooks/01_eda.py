@@ -92,7 +92,7 @@ texts = eda.plain_texts(comp.input_texts(df))
 targets = list(comp.target_cols)
 classes = objective_of(comp).classes  # class labels, not values
 # One continuous target (no classes, several targets or integer scores): statistics vs it.
-one_value = not classes and len(targets) == 1 and comp.submission_kind == "values"
+one_value = comp.continuous and len(targets) == 1
 noise = comp.standard_error_col if comp.standard_error_col in df.columns and one_value else ""
 print(f"{comp.title or comp.slug}: {len(df)} rows from {data} | {comp.task}, {comp.metric_name} | "
       f"figures to {out}")
@@ -176,11 +176,11 @@ if not classes:
     fig = plots.plot_extremes(shown, text_col="text", target_col=score, names=names,
                               title=f"{comp.title or comp.slug}: the texts with the highest and lowest {score}")
 else:
-    classes = sorted(shown[targets[0]].unique(), key=str)[:2]
-    shown = shown[shown[targets[0]].isin(classes)]
-    shown["class"] = (shown[targets[0]] == classes[-1]).astype(float)
-    fig = plots.plot_extremes(shown, text_col="text", target_col="class", names=tuple(map(str, classes[::-1])),
-                              title=f"{comp.title or comp.slug}: texts of class {classes[-1]} and {classes[0]}")
+    pair = sorted(shown[targets[0]].unique(), key=str)[:2]
+    shown = shown[shown[targets[0]].isin(pair)]
+    shown["class"] = (shown[targets[0]] == pair[-1]).astype(float)
+    fig = plots.plot_extremes(shown, text_col="text", target_col="class", names=tuple(map(str, pair[::-1])),
+                              title=f"{comp.title or comp.slug}: texts of class {pair[-1]} and {pair[0]}")
 plots.save_fig(fig, out / "extremes.png")
 
 # %% [markdown]

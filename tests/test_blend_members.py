@@ -153,3 +153,11 @@ def test_runs_of_two_competitions_with_the_same_outputs_are_refused(fitted, tmp_
     out = tmp_path / "p.csv"
     assert_refused(pseudo, pseudo_argv(fitted, runs, out), out, capsys,
                    "other-comp was trained for another-readability-contest", "commonlitreadabilityprize")
+    # Blending them, and bundling them, is refused the same way (before any fit or weight conversion).
+    assert_refused(ensemble, ["--runs", *map(str, runs), "--out", str(tmp_path / "b.json")], tmp_path / "b.json",
+                   capsys, "other-comp was trained for another-readability-contest")
+    from utils.bundle import BundleError, build_models
+
+    with pytest.raises(BundleError, match="other-comp was trained for another-readability-contest"):
+        build_models(tmp_path / "bundle", "someone", "commonlit-kit-models", runs)
+    assert not (tmp_path / "bundle").exists()

@@ -91,3 +91,17 @@ def test_read_metrics_reads_an_old_metrics_file_into_the_new_vocabulary(old, met
     assert m["fold_score"] == {int(k): v for k, v in folds.items()} and set(m["fold_score"]) == {0, 1}
     assert m["folds_done"] == [0, 1] and m["n_oof"] == 60
     assert runs_cli.read_metrics(tmp_path / "no-run") == {}
+
+
+def test_identity_ignores_hidden_files(tiny_csv, tiny_bert, tmp_path):
+    """A Finder's .DS_Store or a notebook's checkpoints in a fold folder are not the model: a blend
+    fitted before they appeared still applies."""
+    run = tmp_path / "a"
+    run_cv(cfg_for(tiny_csv, run, tiny_bert, max_steps=1, only_folds=(0,)))
+    ident = runs_cli.identity(run)
+    (run / "fold0" / ".DS_Store").write_bytes(b"\0finder")
+    (run / "fold0" / ".ipynb_checkpoints").mkdir()
+    (run / "fold0" / ".ipynb_checkpoints" / "x.json").write_text("{}")
+    assert runs_cli.identity(run) == ident
+    (run / "fold0" / "extra.bin").write_bytes(b"a file the model folder holds")
+    assert runs_cli.identity(run) != ident  # a visible file still counts

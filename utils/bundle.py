@@ -308,9 +308,8 @@ def build_models(
     The bundled blend.json records the identities of the bundled copies (fp16 weights, no
     training state: other runs than the trained ones by identity), so the submission kernel's
     utils.predict accepts it for them."""
-    from .data import DataError
     from .files import run_names
-    from .predict import check_runs_agree
+    from .predict import check_runs
 
     meta = dataset_metadata(owner, slug, license_name)
     runs = [Path(r) for r in runs]
@@ -320,8 +319,8 @@ def build_models(
         raise BundleError(f"run folder names must differ (they become folders): {e}") from None
     blend_obj = read_blend(blend, runs) if blend else None
     try:  # every run finished and predicting the same targets, before any weights are converted
-        check_runs_agree(runs)
-    except DataError as e:
+        check_runs(runs)
+    except (ValueError, OSError) as e:  # one competition, the same outputs, a finished fold each
         raise BundleError(str(e)) from None
     info = {"path": str(dest), "id": meta["id"], "runs": names, "max_diff": 0.0,
             "weights_bytes": 0, "source_weights_bytes": 0}

@@ -125,6 +125,11 @@ class Competition:
         return self.submission or TASKS[self.task][2]
 
     @property
+    def continuous(self) -> bool:
+        """The targets are continuous values (not class labels, not integer scores)."""
+        return self.task in ("regression", "multi_regression")
+
+    @property
     def kit_name(self) -> str:
         """The kit's datasets and kernels are named after it: NAME-code, NAME-models,
         NAME-submission, ... (short enough for Kaggle's 50-character slugs)."""
@@ -334,7 +339,7 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
     from .objective import objective_of
 
     return check_frame(df, name, comp.text_cols, targets, comp.id_col, extra, objective_of(comp).classes, blank,
-                       comp.target_range if comp.model_task == "regression" else ())
+                       () if objective_of(comp).classes else comp.target_range)
 
 
 # ----------------------------------------------------------------------------- inference

@@ -281,8 +281,8 @@ def baseline_cv(comp, df: pd.DataFrame, folds=None, *, n_folds: int = 5, seed: i
 def _truth(comp, df: pd.DataFrame) -> tuple[np.ndarray, list | None]:
     """(truth, labels) as the metrics take them: class indices (N,) and the sorted class labels,
     or the targets (N, T) and None."""
-    targets = list(comp.target_cols)
-    if objective_of(comp).classes:
-        labels = sorted(df[targets[0]].unique().tolist(), key=str)
-        return df[targets[0]].map({v: i for i, v in enumerate(labels)}).to_numpy(), labels
-    return df[targets].to_numpy(dtype=float), None
+    obj, targets = objective_of(comp), list(comp.target_cols)
+    labels = obj.labels(df[targets[0]])  # as training orders them
+    if labels is None:
+        return df[targets].to_numpy(dtype=float), None
+    return obj.targets(df, targets, labels), labels

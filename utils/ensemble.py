@@ -18,7 +18,7 @@ from .cli import HelpFormatter, cli_error
 from .data import DataError
 from .files import run_names, write_json
 from .metrics import METRICS
-from .runs import BLEND, FOLDS, read_folds, read_oof
+from .runs import BLEND, FOLDS, check_same_competition, read_folds, read_oof
 from .runs import identity as run_identity
 
 
@@ -41,6 +41,10 @@ def load_members(runs, target: str = "target") -> dict:
     without fold k.
     """
     names = run_names(runs)
+    try:
+        check_same_competition(runs, target)
+    except ValueError as e:
+        raise DataError(str(e)) from None
     oofs, folds0 = [], None
     for run in map(Path, runs):
         oof = read_oof(run, target)

@@ -135,6 +135,9 @@ def working_dir(name: str = "kaggle-text-kit") -> Path:
     elif env == "colab":
         drive = Path("/content/drive/MyDrive")
         path = drive / name if drive.is_dir() else Path("/content") / name
+        old = path.parent / "commonlit-kit"  # the folder's name before the kit served any competition
+        if name == "kaggle-text-kit" and old.is_dir() and not path.exists():
+            path = old
     else:  # the checkout's root, from a notebook (run in notebooks/) as from the shell
         path = project_root()
     path.mkdir(parents=True, exist_ok=True)

@@ -230,19 +230,20 @@ def identity(run) -> str:
     folders = fold_dirs(run, required=False)
     for folder in folders:
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-            if f.name not in FOLD_SUMMARIES:
+            # Hidden files (.DS_Store, .ipynb_checkpoints) are not the model's; the bundle skips them too.
+            if f.name not in FOLD_SUMMARIES and not any(part.startswith(".") for part in f.relative_to(folder).parts):
                 digest.update(f"{folder.name}/{f.relative_to(folder)}\0{file_sha256(f)}\0".encode())
     if not folders and has_oof(run):
         digest.update(file_sha256(run / OOF).encode())
     return digest.hexdigest()[:12]
 
 
-def check_same_competition(runs) -> Competition:
+def check_same_competition(runs, target: str = "target") -> Competition:
     """The runs' common competition; one line naming the run whose competition differs (runs of
-    two competitions never average or blend)."""
-    first = competition(runs[0])
+    two competitions never average or blend). `target`: as competition() takes it."""
+    first = competition(runs[0], target)
     for run in runs[1:]:
-        comp = competition(run)
+        comp = competition(run, target)
         if comp != first:
             what = (f"{comp.slug}" if comp.slug != first.slug
                     else f"another description of {comp.slug}")
