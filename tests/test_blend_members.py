@@ -161,3 +161,19 @@ def test_runs_of_two_competitions_with_the_same_outputs_are_refused(fitted, tmp_
     with pytest.raises(BundleError, match="other-comp was trained for another-readability-contest"):
         build_models(tmp_path / "bundle", "someone", "commonlit-kit-models", runs)
     assert not (tmp_path / "bundle").exists()
+
+
+def test_a_blend_saved_before_identities_is_matched_by_names_with_a_note(fitted, tmp_path, capsys):
+    """A blend.json from the previous version (no "identities") still applies to exactly its runs,
+    said on stderr; given some of its runs it is refused as any blend is."""
+    import json
+
+    old = json.loads((fitted / "blend.json").read_text())
+    old.pop("identities")
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    out = tmp_path / "s.csv"
+    assert predict.main(predict_argv(fitted, runs_of(fitted / "runs"), out, "--blend", tmp_path / "old.json")) == 0
+    assert "records no run identities" in capsys.readouterr().err and len(pd.read_csv(out)) == 6
+    out = tmp_path / "t.csv"
+    assert_refused(predict, predict_argv(fitted, [fitted / "runs" / "attn"], out, "--blend", tmp_path / "old.json"),
+                   out, capsys, "member(s) mean not given")
