@@ -41,10 +41,6 @@ def load_members(runs, target: str = "target") -> dict:
     without fold k.
     """
     names = run_names(runs)
-    try:
-        check_same_competition(runs, target)
-    except ValueError as e:
-        raise DataError(str(e)) from None
     oofs, folds0 = [], None
     for run in map(Path, runs):
         oof = read_oof(run, target)
@@ -59,6 +55,10 @@ def load_members(runs, target: str = "target") -> dict:
             raise DataError(f"{run / FOLDS} differs from {Path(runs[0]) / FOLDS}: "
                             "train both runs with the same --fold-seed or --folds-csv")
         oofs.append(oof)
+    try:  # the same outputs, and the same competition (two contests' "target" never blend)
+        check_same_competition(runs, target)
+    except ValueError as e:
+        raise DataError(str(e)) from None
     done = {Path(r): sorted(int(k) for k in o.frame["fold"].unique()) for r, o in zip(runs, oofs)}
     shared = sorted(set.intersection(*(set(d) for d in done.values())))
     each = "; ".join(f"{r} has {', '.join(map(str, d))}" for r, d in done.items())
