@@ -218,6 +218,29 @@ def test_metrics_match_scikit_learn():
     assert get_metric("mcrmse").loss(Y, P) > 0 and get_metric("f1").loss(y, prob) < 0  # minimised
 
 
+def test_correlations_match_scipy_per_target_and_averaged():
+    from scipy.stats import pearsonr, spearmanr
+
+    rng = np.random.default_rng(3)
+    Y = rng.uniform(size=(80, 2))
+    P = Y ** 3 + rng.normal(0, 0.2, (80, 2))  # monotone but not linear: the two differ
+    for name, ref in (("pearson", pearsonr), ("spearman", spearmanr)):
+        m = get_metric(name)
+        each = [ref(Y[:, j], P[:, j])[0] for j in range(2)]
+        assert m.score(Y[:, :1], P[:, :1]) == pytest.approx(each[0])
+        assert m.score(Y, P) == pytest.approx(np.mean(each))
+        assert m.greater_is_better and m.loss(Y, P) == pytest.approx(-np.mean(each))
+    assert get_metric("pearson").score(Y, P) != pytest.approx(get_metric("spearman").score(Y, P))
+    # A constant prediction has no correlation: 0, not NaN (checkpoints still compare).
+    assert get_metric("pearson").score(Y[:, :1], np.full((80, 1), 0.5)) == 0.0
+    # A competition.json may name them; they score values, so a classification task is refused.
+    comp = Competition.from_dict({"slug": "us-patent-phrase-to-phrase-matching", "text_cols": ["anchor", "target"],
+                                  "target_cols": ["score"], "metric": "pearson", "target_range": [0, 1]})
+    assert comp.metric_name == "pearson"
+    with pytest.raises(CompetitionError, match="pearson scores regression outputs"):
+        Competition(slug="x", text_cols=("t",), task="binary", metric="pearson")
+
+
 def test_fitted_rules_help_in_sample_and_are_honest_across_folds():
     rng = np.random.default_rng(1)
     y = (rng.uniform(size=600) < 0.3).astype(int)
@@ -248,7 +271,7 @@ def test_fitted_rules_help_in_sample_and_are_honest_across_folds():
 
 
 def test_every_metric_is_registered_with_what_it_needs():
-    assert set(METRICS) == {"rmse", "mcrmse", "f1", "accuracy", "roc_auc", "log_loss", "qwk"}
+    assert set(METRICS) == {"rmse", "mcrmse", "f1", "accuracy", "roc_auc", "log_loss", "qwk", "pearson", "spearman"}
     with pytest.raises(ValueError, match="unknown metric 'auc'; valid: rmse, mcrmse"):
         get_metric("auc")
     for m in METRICS.values():

@@ -499,3 +499,24 @@ def test_head_bias_mean_starts_the_head_at_the_training_rows_mean(tmp_path, tiny
     assert not np.allclose(start[False]["head.bias"].numpy(), expected, atol=0.1)  # the default: near 0
     # Only the bias differs: the same seed draws the same head and pooling.
     assert torch.equal(start[True]["head.weight"], start[False]["head.weight"])
+
+
+def test_a_correlation_metric_chooses_checkpoints_and_is_reported(tiny_csv, tiny_bert, tmp_path):
+    """A competition scored by Pearson (greater is better): checkpoints maximise it, metrics.json
+    reports it over the OOF rows, the loss's RMSE beside it."""
+    from utils.competition import BUILTIN, Competition
+    from utils.metrics import pearson
+
+    comp = Competition.from_dict({**BUILTIN["commonlitreadabilityprize"].to_dict(), "slug": "by-pearson",
+                                  "metric": "pearson"})
+    comp.save(tmp_path / "competition.json")
+    out = tmp_path / "r"
+    m = run_cv(cfg_for(tiny_csv, out, tiny_bert, competition=str(tmp_path / "competition.json")))
+    oof = pd.read_csv(out / "oof.csv")
+    assert m["metric"] == "pearson" and m["cv"] == pytest.approx(pearson(oof[["target"]], oof[["pred"]]))
+    assert set(m["per_metric"]) == {"rmse"}
+    for k in (0, 1):
+        hist = json.loads((out / f"fold{k}" / "history.json").read_text())["history"]
+        part = oof[oof.fold == k]
+        assert m["fold_score"][k] == pytest.approx(pearson(part[["target"]], part[["pred"]]))
+        assert max(h["pearson"] for h in hist) == pytest.approx(m["fold_score"][k], abs=1e-5)  # the best kept

@@ -29,6 +29,33 @@ def mcrmse(y, p) -> float:
     return float(np.mean(np.sqrt(np.mean((y - p) ** 2, axis=0))))
 
 
+def _correlation(y, p, ranks: bool = False) -> float:
+    """Pearson's r (of ranks: Spearman's rho) of each target column with its prediction, averaged
+    over the targets; y and p (N, T). A column predicted as one constant has no correlation to
+    measure: it counts 0, not NaN, so checkpoints and blends still compare."""
+    y, p = np.asarray(y, float).reshape(len(y), -1), np.asarray(p, float).reshape(len(p), -1)
+    if ranks:
+        from scipy.stats import rankdata
+
+        y, p = rankdata(y, axis=0), rankdata(p, axis=0)
+    rs = []
+    for j in range(y.shape[1]):
+        a, b = y[:, j] - y[:, j].mean(), p[:, j] - p[:, j].mean()
+        denom = np.sqrt((a * a).sum() * (b * b).sum())
+        rs.append(float((a * b).sum() / denom) if denom > 0 else 0.0)
+    return float(np.mean(rs))
+
+
+def pearson(y, p) -> float:
+    """Pearson's correlation, averaged over targets (US Patent Phrase Matching's metric)."""
+    return _correlation(y, p)
+
+
+def spearman(y, p) -> float:
+    """Spearman's rank correlation, averaged over targets."""
+    return _correlation(y, p, ranks=True)
+
+
 def _f1(y, labels) -> float:
     from sklearn.metrics import f1_score
 
@@ -176,6 +203,8 @@ METRICS = {
         Metric("roc_auc", _roc_auc, True, "probabilities", title="ROC AUC"),
         Metric("log_loss", _log_loss, False, "probabilities", title="log-loss"),
         Metric("qwk", _qwk, True, "labels", "cutpoints", "quadratic weighted kappa"),
+        Metric("pearson", pearson, True, "values", title="Pearson correlation"),
+        Metric("spearman", spearman, True, "values", title="Spearman correlation"),
     )
 }
 
