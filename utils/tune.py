@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import cli_error
+from .cli import cli_error, first_paragraph
 
 # name -> how Optuna draws it: ("log", low, high), ("float", low, high), ("int", low, high), ("cat", choices)
 SPACE = {
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     from .config import build_parser, config_from_args
 
     p = build_parser()
-    p.prog, p.description = "python -m utils.tune", __doc__.split("\n")[0]
+    p.prog, p.description = "python -m utils.tune", first_paragraph(__doc__)
     p.add_argument("--trials", type=int, default=20, help="finished trials the study should hold (a rerun adds the rest)")
     p.add_argument("--space", default="lr,head_lr,llrd,warmup",
                    help=f"comma-separated settings to search, from: {', '.join(SPACE)}")
