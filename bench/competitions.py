@@ -222,7 +222,7 @@ def main() -> None:
         print(table())
         return
     from utils.competition import load_competition
-    from utils.data import make_folds, read_csv
+    from utils.data import competition_folds, read_csv
     from utils.files import write_json
     from utils.objective import objective_of
 
@@ -251,7 +251,7 @@ def main() -> None:
         raise SystemExit("--data DIR is needed: the folder holding the competition's train.csv")
     train_csv = str(Path(args.data) / "train.csv")
     df = read_csv(train_csv, comp.text_cols[-1], comp.target_cols, comp.id_col, labels=classes)
-    folds = make_folds(df, 5, 42, comp.target_cols, classes)
+    folds = competition_folds(comp, df, 5, 42)
     res = {"slug": s["slug"], "metric": s["metric"], "fold": 0, "n_train": int((folds != 0).sum()),
            "n_valid": int((folds == 0).sum()), "baseline": baseline(args.name, df, folds, s), "command": command}
     print(json.dumps(res["baseline"]), flush=True)

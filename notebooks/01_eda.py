@@ -78,7 +78,7 @@ import numpy as np
 
 from utils import env, plots
 from utils.competition import load_competition, read_table
-from utils.data import make_folds
+from utils.data import competition_folds
 from utils.files import write_json
 from utils.objective import objective_of
 
@@ -185,7 +185,7 @@ plots.save_fig(fig, out / "extremes.png")
 
 # %% [markdown]
 # ## Baselines: the numbers to beat
-# The same folds for all, and the same as training: `utils.data.make_folds` with `folds` and
+# The same folds for all, and the same as training: `utils.data.competition_folds` with `folds` and
 # `fold_seed` (stratified on the binned target or the label, grouped where the competition says so),
 # which 02_train uses with the same values. Scored in the competition's metric; where it needs a
 # decision rule (F1's threshold, kappa's cut points) each fold's rule is fitted on the other folds.
@@ -195,8 +195,7 @@ plots.save_fig(fig, out / "extremes.png")
 # `metrics.json` naming the competition) that the ensemble notebook can blend with the transformers.
 
 # %%
-group = comp.group_col if comp.folds == "group" else ""
-fold_ids = make_folds(df, folds, fold_seed, comp.target_cols, classes, group)
+fold_ids = competition_folds(comp, df, folds, fold_seed)
 results = eda.baseline_cv(comp, df, fold_ids)
 baselines = {name: score for name, (score, _) in results.items()}
 if one_value:

@@ -167,6 +167,16 @@ def make_folds(
     return folds
 
 
+def competition_folds(comp, df: pd.DataFrame, n_folds: int = 5, seed: int = 42) -> np.ndarray:
+    """make_folds as the competition's description makes them: grouped by its column (folds
+    "group"), stratified on its label (a classifier) or on its binned targets. Training, the EDA's
+    baselines and the benchmarks share these folds."""
+    from .objective import objective_of
+
+    group = comp.group_col if comp.folds == "group" else ""
+    return make_folds(df, n_folds, seed, comp.target_cols, objective_of(comp).classes, group)
+
+
 def read_folds(path, ids: pd.Series, n_folds: int | None = None) -> np.ndarray:
     """Fold per row of `ids` from a folds.csv (`id,fold`): every id there exactly once, folds whole
     numbers; with `n_folds`, every fold 0..n_folds-1 holding some of `ids` and no other fold.

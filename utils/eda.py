@@ -3,7 +3,7 @@ those are in utils.plots).
 
 Word, sentence and length counts are the kit's own (regex words); syllables and the readability
 formulas come from textstat, pinned to TEXTSTAT_VERSION so the numbers do not depend on the
-environment. Baselines are cross-validated on `utils.data.make_folds`, the folds training uses, and
+environment. Baselines are cross-validated on `utils.data.competition_folds`, the folds training uses, and
 return their out-of-fold predictions, so they can join a blend.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import runs
-from .data import make_folds
+from .data import competition_folds
 from .metrics import get_metric
 from .objective import objective_of
 
@@ -178,11 +178,8 @@ def tfidf_ridge_oof(texts, y, folds, alpha: float = 1.0) -> np.ndarray:
 
 
 def _folds(comp, df: pd.DataFrame, folds, n_folds: int, seed: int) -> np.ndarray:
-    # The folds training uses: utils.data.make_folds with the same count, seed and grouping.
-    if folds is not None:
-        return np.asarray(folds)
-    group = comp.group_col if comp.folds == "group" else ""
-    return make_folds(df, n_folds, seed, comp.target_cols, objective_of(comp).classes, group)
+    # The folds training uses: the competition's, with the same count and seed.
+    return np.asarray(folds) if folds is not None else competition_folds(comp, df, n_folds, seed)
 
 
 def readability_ridge_cv(comp, df, folds=None, *, features: pd.DataFrame | None = None,
@@ -190,7 +187,7 @@ def readability_ridge_cv(comp, df, folds=None, *, features: pd.DataFrame | None 
     """(score in the competition's metric, OOF (N,)) of readability_ridge_oof on its one
     regression target; `features` default: text_features of the competition's input texts.
 
-    `folds`: fold per row; None makes them with make_folds(df, n_folds, seed), as training does.
+    `folds`: fold per row; None makes them with competition_folds(comp, df, n_folds, seed), as training does.
     """
     y = df[comp.target_cols[0]].to_numpy(dtype=float)
     folds = _folds(comp, df, folds, n_folds, seed)
@@ -247,7 +244,7 @@ def baseline_cv(comp, df: pd.DataFrame, folds=None, *, n_folds: int = 5, seed: i
     class), and TF-IDF 1-2 grams + ridge per target (or + logistic regression). {name: (score,
     OOF predictions (N, outputs))}; class probabilities in sorted label order.
 
-    `folds`: fold per row; None makes them with make_folds(df, n_folds, seed), as training does.
+    `folds`: fold per row; None makes them with competition_folds(comp, df, n_folds, seed), as training does.
     """
     from sklearn.dummy import DummyClassifier
     from sklearn.feature_extraction.text import TfidfVectorizer

@@ -51,8 +51,8 @@ from .config import (
 from .data import (
     REFERENCE_ID,
     DataError,
+    competition_folds,
     folds_fingerprint,
-    make_folds,
     read_folds,
     read_pseudo,
 )
@@ -623,8 +623,7 @@ def assign_folds(cfg: TrainConfig, df: pd.DataFrame, out: Path) -> np.ndarray:
         source = Path(cfg.train_csv).parent / comp.folds_file
     if source:
         return read_folds(source, ids, cfg.folds)
-    group = comp.group_col if comp.folds == "group" else ""
-    return make_folds(df, cfg.folds, cfg.fold_seed, cfg.target_cols, objective(cfg).classes, group)
+    return competition_folds(comp, df, cfg.folds, cfg.fold_seed)
 
 
 def metric_summary(metric, truth: np.ndarray, pred: np.ndarray, folds: np.ndarray) -> dict:
