@@ -75,8 +75,9 @@ def load_members(runs, target: str = "target") -> dict:
     if len(ids) == 0:
         raise DataError("the runs have no out-of-fold rows in common")
     rows = [pd.Index(o.frame["id"]).get_indexer(ids) for o in oofs]
-    P = np.stack([o.arrays()[1][r].astype(float) for o, r in zip(oofs, rows)], axis=1)
-    return {"ids": ids, "folds": first["fold"].to_numpy()[rows[0]], "y": oofs[0].arrays()[0][rows[0]],
+    arrays = [o.arrays() for o in oofs]  # (truth, predictions) of each run, in its own row order
+    P = np.stack([pred[r].astype(float) for (_, pred), r in zip(arrays, rows)], axis=1)
+    return {"ids": ids, "folds": first["fold"].to_numpy()[rows[0]], "y": arrays[0][0][rows[0]],
             "P": P, "names": names, "metric": oofs[0].metric, "objective": oofs[0].objective,
             "outputs": list(oofs[0].outputs), "truth": list(oofs[0].truth)}
 

@@ -110,7 +110,7 @@ def collect_oof(run) -> pd.DataFrame:
     """The finished folds' OOF rows, concatenated and written as the run's oof.csv."""
     oof = pd.concat([pd.read_csv(Path(run) / f"fold{k}" / OOF, dtype={"id": str})
                      for k in finished_folds(run)])
-    write_csv(Path(run) / OOF, oof)
+    write_oof(run, oof)
     return oof
 
 
