@@ -105,8 +105,8 @@ def test_commonlit_is_the_default_and_keeps_todays_columns():
     ('{"slug": "x", "target_cols": 5}', "field 'target_cols' must be a list, got 5"),
     ('{"slug": "x", "max_len": 5}', "unknown field 'max_len'"),
     ('{"slug": "x", "id_col": 3}', "field 'id_col' must be a str, got 3"),
-    ('{"slug": "x", "task": "binary", "metric": "rmse"}', "field 'metric': rmse scores regression outputs"),
-    ('{"slug": "x", "task": "regression", "metric": "f1"}', "field 'metric': f1 scores classification outputs"),
+    ('{"slug": "x", "task": "binary", "metric": "rmse"}', "field 'metric': rmse scores values; a classification model"),
+    ('{"slug": "x", "task": "regression", "metric": "f1"}', "field 'metric': f1 scores labels made by a threshold rule; a regression model"),
     ('{"slug": "x", "target_cols": ["a", "b"]}', "field 'target_cols': task 'regression' has one target"),
     ('{"slug": "x", "folds": "group"}', "field 'group_col': folds 'group' needs the column"),
     ('{"slug": "x", "text_cols": ["a"], "text_template": "{b}"}', "field 'text_template'"),
@@ -189,9 +189,14 @@ def test_init_tells_ordinal_and_multiclass_from_the_values(tmp_path):
     c, why = comp_cli.infer(data)
     assert c.task == "ordinal" and c.metric_name == "qwk" and c.target_range == (1.0, 6.0)
     train = pd.read_csv(data / "train.csv")
-    train.assign(score=np.where(train.score > 3, "high", "low")).to_csv(data / "train.csv", index=False)
+    labels = np.select([train.score > 4, train.score > 2], ["high", "mid"], "low")
+    train.assign(score=labels).to_csv(data / "train.csv", index=False)
     c, why = comp_cli.infer(data)
     assert c.task == "multiclass" and any("non-numeric" in w for w in why)
+    # Two string labels: binary, with the guessed [negative, positive] order said to be checked.
+    train.assign(score=np.where(train.score > 3, "high", "low")).to_csv(data / "train.csv", index=False)
+    c, why = comp_cli.infer(data)
+    assert c.task == "binary" and c.classes == ("high", "low") and any("check which one" in w for w in why)
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -237,7 +242,7 @@ def test_correlations_match_scipy_per_target_and_averaged():
     comp = Competition.from_dict({"slug": "us-patent-phrase-to-phrase-matching", "text_cols": ["anchor", "target"],
                                   "target_cols": ["score"], "metric": "pearson", "target_range": [0, 1]})
     assert comp.metric_name == "pearson"
-    with pytest.raises(CompetitionError, match="pearson scores regression outputs"):
+    with pytest.raises(CompetitionError, match="pearson scores values; a classification model"):
         Competition(slug="x", text_cols=("t",), task="binary", metric="pearson")
 
 

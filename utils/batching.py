@@ -8,7 +8,9 @@ import torch
 
 def _tokenize(texts, tokenizer):
     """(texts as a list, whether they are pairs, the tokenizer's whole encoding, no truncation)."""
-    texts = list(texts)
+    from .competition import with_separator
+
+    texts = with_separator(texts, tokenizer)
     pairs = bool(texts) and isinstance(texts[0], (tuple, list))
     first = [str(t[0]) if pairs else str(t) for t in texts]
     second = [str(t[1]) for t in texts] if pairs else None

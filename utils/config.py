@@ -263,6 +263,8 @@ def to_command(cfg: TrainConfig) -> str:
         value = getattr(cfg, f.name)
         if f.name in RUN_CONTROL or value == f.default and f.name not in ("train_csv", "out", "model"):
             continue
+        if cfg.competition and f.name in DESCRIBED:  # the competition's, filled in by resolve()
+            continue
         flag = "--" + f.name.replace("_", "-")
         if isinstance(value, bool):
             argv.append(flag if value else "--no-" + flag[2:])
@@ -277,7 +279,16 @@ def to_command(cfg: TrainConfig) -> str:
 
 def config_from_args(argv=None) -> TrainConfig:
     """Parse command-line arguments into a TrainConfig."""
-    args = vars(build_parser().parse_args(argv))
+    parser = build_parser()
+    args = vars(parser.parse_args(argv))
+    if args["competition"]:  # a column flag given at all (even with its default value) is refused
+        for action in parser._actions:
+            action.default = argparse.SUPPRESS
+        given = [k for k in vars(parser.parse_args(argv)) if k in DESCRIBED]
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} comes from the competition with --competition: "
+                             "leave it out, or change it in a competition.json (python -m utils.competition "
+                             f"show {args['competition']} > competition.json)")
     for k in ("target_cols", "only_folds"):
         args[k] = tuple(args[k])
     return TrainConfig(**args)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import runs
+from .competition import SEP, with_separator
 from .data import competition_folds
 from .metrics import get_metric
 from .objective import objective_of
@@ -220,8 +221,10 @@ def write_oof_run(folder, comp, df: pd.DataFrame, folds, oof) -> dict:
 
 
 def plain_texts(texts) -> list:
-    """Input texts as single strings (a text pair joined by a blank line), for counts and TF-IDF."""
-    return [t if isinstance(t, str) else "\n\n".join(map(str, t)) for t in texts]
+    """Input texts as single strings (a text pair, or columns joined by the separator, joined by a
+    blank line), for counts and TF-IDF."""
+    joined = (t if isinstance(t, str) else "\n\n".join(map(str, t)) for t in texts)
+    return [t.replace(SEP, "\n\n") for t in joined]
 
 
 def token_lengths(texts, tokenizer=None) -> tuple[np.ndarray, str]:
@@ -230,6 +233,7 @@ def token_lengths(texts, tokenizer=None) -> tuple[np.ndarray, str]:
     texts = list(texts)
     if tokenizer is None:
         return np.array([len(words(t)) for t in plain_texts(texts)]), "words"
+    texts = with_separator(texts, tokenizer)
     pairs = bool(texts) and not isinstance(texts[0], str)
     first = [t[0] if pairs else t for t in texts]
     second = [t[1] for t in texts] if pairs else None

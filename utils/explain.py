@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .competition import with_separator
+
 
 @torch.no_grad()
 def token_weights(model, tokenizer, texts, max_len: int = 256, batch_size: int = 16) -> list:
@@ -13,7 +15,7 @@ def token_weights(model, tokenizer, texts, max_len: int = 256, batch_size: int =
     (its sub-tokens summed), in text order. Special tokens ([CLS], </s>...) are left out; their
     share is in the frame's `attrs["special_weight"]`. Also `attrs["pred"]`: the model's output."""
     device = next(model.parameters()).device
-    texts = [str(t) for t in texts]
+    texts = [str(t) for t in with_separator(texts, tokenizer)]
     frames = []
     for start in range(0, len(texts), batch_size):
         chunk = texts[start : start + batch_size]

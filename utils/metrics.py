@@ -74,15 +74,26 @@ def _qwk(y, labels) -> float:
 
 
 def _roc_auc(y, prob) -> float:
+    """ROC AUC: of P(class 1) for two classes, one-vs-rest for more; for several 0/1 labels (y
+    (N, L) like prob), the mean column-wise ROC AUC (Jigsaw's)."""
     from sklearn.metrics import roc_auc_score
 
     prob = np.asarray(prob, float)
+    if np.ndim(y) == 2 and np.shape(y) == prob.shape:
+        y = np.asarray(y).astype(int)
+        return float(np.mean([roc_auc_score(y[:, j], prob[:, j]) if 0 < y[:, j].sum() < len(y) else 0.5
+                              for j in range(y.shape[1])]))
     if prob.shape[1] == 2:
         return float(roc_auc_score(np.ravel(y).astype(int), prob[:, 1]))
     return float(roc_auc_score(np.ravel(y).astype(int), prob, multi_class="ovr"))
 
 
 def _log_loss(y, prob) -> float:
+    """Log-loss of class probabilities; for several 0/1 labels (y (N, L) like prob), the binary
+    log-loss averaged over labels."""
+    if np.ndim(y) == 2 and np.shape(y) == np.shape(prob):
+        y, prob = np.asarray(y, float), np.clip(np.asarray(prob, float), 1e-15, 1 - 1e-15)
+        return float(-np.mean(y * np.log(prob) + (1 - y) * np.log(1 - prob)))
     prob = np.clip(np.asarray(prob, float), 1e-15, 1.0)
     return float(-np.mean(np.log(prob[np.arange(len(prob)), np.ravel(y).astype(int)])))
 
@@ -200,13 +211,48 @@ METRICS = {
         Metric("mcrmse", mcrmse, False, "values", title="MCRMSE"),
         Metric("f1", _f1, True, "labels", "threshold", "F1"),
         Metric("accuracy", _accuracy, True, "labels", title="accuracy"),
-        Metric("roc_auc", _roc_auc, True, "probabilities", title="ROC AUC"),
+        Metric("roc_auc", _roc_auc, True, "probabilities", title="ROC AUC (mean column-wise for several labels)"),
         Metric("log_loss", _log_loss, False, "probabilities", title="log-loss"),
         Metric("qwk", _qwk, True, "labels", "cutpoints", "quadratic weighted kappa"),
         Metric("pearson", pearson, True, "values", title="Pearson correlation"),
         Metric("spearman", spearman, True, "values", title="Spearman correlation"),
     )
 }
+
+
+BUILTIN_METRICS = tuple(METRICS)
+
+
+def register_code(code: str, name: str, source: str = "metric_file") -> Metric:
+    """Run a metric file's source (a competition's metric of its own) and register the Metric it
+    defines called `name` in METRICS, where every part of the kit finds it. The file is Python that
+    defines a utils.metrics.Metric, e.g.
+
+        from utils.metrics import Metric
+
+        def _score(y, p):      # y: the truth; p: (N, outputs) values or probabilities, or labels
+            ...
+        METRIC = Metric("my_metric", _score, greater_is_better=True, needs="values")
+
+    Registering the same name again replaces it (the file was edited); a built-in's name is refused."""
+    if name in BUILTIN_METRICS:
+        raise ValueError(f"{source}: {name!r} is a built-in metric; give yours another name")
+    scope: dict = {"__name__": f"competition_metric_{name}"}
+    try:
+        exec(compile(code, source, "exec"), scope)  # noqa: S102 (the user's own metric)
+    except Exception as e:  # noqa: BLE001 (any error in the user's file, named)
+        raise ValueError(f"{source} cannot be run: {type(e).__name__}: {e}") from None
+    found = [v for v in scope.values() if isinstance(v, Metric)]
+    mine = [m for m in found if m.name == name]
+    if not mine:
+        names = ", ".join(repr(m.name) for m in found) or "none"
+        raise ValueError(f"{source} defines no Metric named {name!r} (the description's metric); found: {names}")
+    m = mine[0]
+    if m.needs not in ("values", "labels", "probabilities") or m.rule not in ("", *RULES):
+        raise ValueError(f"{source}: Metric {name!r}: needs is values, labels or probabilities; rule is "
+                         f"'', {', '.join(RULES)}; got needs={m.needs!r}, rule={m.rule!r}")
+    METRICS[name] = m
+    return m
 
 
 def get_metric(name: str) -> Metric:

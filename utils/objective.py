@@ -5,8 +5,9 @@ rest of the kit asks it and never compares a task's name. A new kind is one more
 OBJECTIVES.
 
 The kinds are what a model is trained as (a competition's task maps onto one of them in
-utils.competition.TASKS): `regression` (one value per target, T >= 1) and `classification`
-(one probability per class, K >= 2). The name is what kit_config.json and config.json record.
+utils.competition.TASKS): `regression` (one value per target, T >= 1), `classification` (one
+probability per class, K >= 2, softmax) and `multilabel` (one probability per 0/1 label, L >= 2,
+sigmoid). The name is what kit_config.json and config.json record.
 
 Light: numpy and pandas; torch only inside the training functions.
 """
@@ -27,14 +28,30 @@ class Objective:
     classes: bool  # outputs are class probabilities (labels, class-stratified folds)
     blend_metric: str  # what blend weights are fitted on (smooth, unlike F1)
     own_metrics: tuple  # the loss's own figures, reported beside the competition's metric
+    submissions: tuple  # what its submission may hold (utils.competition.SUBMISSIONS)
+    scores: tuple  # what its metrics may score: Metric.needs ("values", "labels", "probabilities")
+    rules: tuple  # the decision rules (Metric.rule) that make labels of its outputs
+
+    def refuses(self, metric) -> str:
+        """Why `metric` cannot score this kind of output ("" when it can)."""
+        if metric.needs not in self.scores or metric.rule and metric.rule not in self.rules:
+            what = f"{metric.needs}" + (f" made by a {metric.rule} rule" if metric.rule else "")
+            return f"{metric.name} scores {what}; a {self.name} model's outputs are scored as {', '.join(self.scores)}"
+        return ""
 
     # ---- training
-    def labels(self, values: pd.Series, num_labels: int = 0, source: str = "") -> list | None:
-        """The sorted class labels of a target column (None: no classes), checked against
-        --num-labels."""
+    def labels(self, values: pd.Series, num_labels: int = 0, source: str = "", order=()) -> list | None:
+        """The class labels of a target column (None: no classes): `order` (the description's
+        classes) when given, else sorted; checked against --num-labels."""
         if not self.classes:
             return None
-        labels = sorted(values.unique().tolist())
+        if order:
+            from .competition import label_text
+
+            as_text = {label_text(v): v for v in values.unique().tolist()}
+            labels = [as_text.get(label_text(c), c) for c in order]  # the column's own values, in order
+        else:
+            labels = sorted(values.unique().tolist())
         if num_labels and len(labels) > num_labels:
             raise ValueError(f"{source}: column {values.name!r} has {len(labels)} classes but "
                              f"--num-labels is {num_labels}")
@@ -194,13 +211,93 @@ def _as_written(labels) -> np.ndarray:
     labels = [str(v) for v in labels]
     if all(v.lstrip("-").isdigit() for v in labels):
         return np.array([int(v) for v in labels])
+    try:  # 0.0 and 1.0 (a column read as floats) are written 0 and 1, as the sample writes them
+        numbers = [float(v) for v in labels]
+        if all(x.is_integer() for x in numbers):
+            return np.array([int(x) for x in numbers])
+    except ValueError:
+        pass
     return np.array(labels, dtype=object)
 
 
-REGRESSION = Objective("regression", classes=False, blend_metric="rmse", own_metrics=("rmse",))
+@dataclass(frozen=True)
+class MultiLabel(Objective):
+    """Several 0/1 labels (Jigsaw's toxic comments): one logit per label, sigmoid, binary
+    cross-entropy; OOF columns prob_<label>; the submission one probability per label."""
+
+    def labels(self, values, num_labels: int = 0, source: str = "", order=()):
+        return None
+
+    def targets(self, df, target_cols, labels, extra_cols=()):
+        return df[list(target_cols)].to_numpy(dtype=np.float32)
+
+    def target_mean(self, y, n_targets, n_out):
+        return y[:, :n_targets].astype(float).mean(0)
+
+    def head_bias(self, mean):
+        m = np.clip(mean, 1e-6, 1 - 1e-6)
+        return np.log(m / (1 - m))
+
+    def target_dtype(self, soft):
+        import torch
+
+        return torch.float32
+
+    def loss(self, preds, y, weight=None, n_targets: int = 1, kind: str = "mse", min_se: float = 0.0):
+        import torch.nn.functional as F
+
+        per_row = F.binary_cross_entropy_with_logits(preds.float(), y[:, :n_targets].float(),
+                                                     reduction="none").mean(1)
+        if weight is None:
+            return per_row.mean()
+        return (weight * per_row).sum() / weight.sum().clamp(min=1e-8)
+
+    def activate(self, logits):
+        import torch
+
+        return torch.sigmoid(logits)
+
+    def own_scores(self, y, pred, target_cols):
+        out = {name: METRICS[name].score(y[:, : len(target_cols)], pred) for name in self.own_metrics}
+        return {"score": out["log_loss"], **out}
+
+    def prediction_columns(self, target_cols, labels):
+        return [f"prob_{c}" for c in target_cols]
+
+    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
+        oof = pd.DataFrame({"id": np.asarray(ids)})
+        for j, c in enumerate(target_cols):
+            oof[c], oof[f"prob_{c}"] = y[:, j].astype(int), pred[:, j]
+        oof["fold"] = fold
+        return oof
+
+    def oof_labels(self, columns):
+        return []
+
+    def oof_arrays(self, oof, target_cols):
+        return (oof[list(target_cols)].to_numpy(dtype=float),
+                oof[self.prediction_columns(target_cols, None)].to_numpy(dtype=float))
+
+    def pseudo_columns(self, output_names):
+        return [f"prob_{n}" for n in output_names]
+
+    def run_output(self, pred):
+        return pred
+
+    def submission_columns(self, comp, preds, names, rule):
+        if comp.submission_kind == "labels":
+            return {c: (preds[:, j] >= 0.5).astype(int) for j, c in enumerate(comp.target_cols)}
+        return {c: preds[:, j] for j, c in enumerate(comp.target_cols)}
+
+
+REGRESSION = Objective("regression", classes=False, blend_metric="rmse", own_metrics=("rmse",),
+                       submissions=("values", "labels"), scores=("values", "labels"), rules=("cutpoints",))
 CLASSIFICATION = Objective("classification", classes=True, blend_metric="log_loss",
-                           own_metrics=("log_loss", "accuracy"))
-OBJECTIVES = {o.name: o for o in (REGRESSION, CLASSIFICATION)}
+                           own_metrics=("log_loss", "accuracy"), submissions=("labels", "probabilities"),
+                           scores=("probabilities", "labels"), rules=("threshold",))
+MULTILABEL = MultiLabel("multilabel", classes=False, blend_metric="log_loss", own_metrics=("log_loss", "roc_auc"),
+                        submissions=("probabilities", "labels"), scores=("probabilities",), rules=())
+OBJECTIVES = {o.name: o for o in (REGRESSION, CLASSIFICATION, MULTILABEL)}
 
 
 def get_objective(name: str) -> Objective:

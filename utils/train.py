@@ -41,6 +41,7 @@ from .cli import show_progress
 from .competition import read_split
 from .config import (
     CONTENT_KEYS,
+    competition_of,
     TrainConfig,
     cli_error,
     config_from_args,
@@ -104,7 +105,8 @@ def objective(cfg: TrainConfig) -> Objective:
 def class_labels(cfg: TrainConfig, df: pd.DataFrame) -> list | None:
     """Sorted class labels (a classifier; None otherwise), checked against --num-labels."""
     try:
-        return objective(cfg).labels(df[cfg.target_cols[0]], cfg.num_labels, Path(cfg.train_csv).name)
+        return objective(cfg).labels(df[cfg.target_cols[0]], cfg.num_labels, Path(cfg.train_csv).name,
+                                     competition_of(cfg).classes)
     except ValueError as e:
         raise DataError(str(e)) from None
 

