@@ -552,27 +552,35 @@ def _task(y: pd.DataFrame, targets: tuple, classes: tuple) -> tuple[str, tuple, 
     return "regression", (), ["task regression: a continuous numeric target"]
 
 
+def _id_like(name) -> bool:
+    """A column named as an id (id, essay_id, prompt_id): a key, never text."""
+    return str(name).lower().endswith("id")
+
+
 def _text_cols(tr: pd.DataFrame, te: pd.DataFrame, skip: set, train: str, test: str) -> tuple[tuple, list]:
-    """(the input's text columns, why): the longest text the train and test tables share; every
-    shared text column, in the train table's order, when even the longest is a short phrase."""
+    """(the input's text columns, why): every text column the train and test tables share, in the
+    train table's order, when even the longest is a short phrase; else the longest text that is
+    each row's own (not one repeated over many rows, such as a joined prompt)."""
     from .data import DataError
 
-    shared = [c for c in tr.columns if c in te.columns and c not in skip
+    shared = [c for c in tr.columns if c in te.columns and c not in skip and not _id_like(c)
               and not pd.api.types.is_numeric_dtype(te[c]) and not pd.api.types.is_numeric_dtype(tr[c])]
     if not shared:
         raise DataError(f"{train} and {test} share no text column besides the id")
     lengths = {c: float(te[c].fillna("").astype(str).str.len().mean()) for c in shared}
-    text = max(lengths, key=lengths.get)
     sizes = ", ".join(f"{c} {lengths[c]:.0f}" for c in shared)
-    if len(shared) > 1 and lengths[text] < SHORT_TEXT:
+    if len(shared) > 1 and max(lengths.values()) < SHORT_TEXT:
         how = "a text pair" if len(shared) == 2 else "joined by the backbone's separator token"
         return tuple(shared), [f"text_cols {shared}: every text column {train} and {test} share, {how}: even the "
                                f"longest is a short phrase (mean characters: {sizes}); reorder them or write a "
                                "text_template (e.g. \"{a}{sep}{b}\") to change the input"]
+    own = [c for c in shared if tr[c].nunique() >= 0.5 * len(tr)] or shared
+    text = max(own, key=lengths.get)
     others = [c for c in shared if c != text]
     return (text,), [f"text column {text!r}: the longest text ({lengths[text]:.0f} characters on average) of "
-                     f"the columns {train} and {test} share" + (f"; not used: {', '.join(others)} (add them to "
-                     "text_cols with a text_template to use them)" if others else "")]
+                     f"the columns {train} and {test} share that is each row's own" + (
+                         f"; not used: {', '.join(others)} (a text pair [{others[0]}, {text}] or a text_template "
+                         "would add them)" if others else "")]
 
 
 def _group(tr: pd.DataFrame, text_cols: tuple, keys: tuple) -> tuple[str, list]:
@@ -580,7 +588,7 @@ def _group(tr: pd.DataFrame, text_cols: tuple, keys: tuple) -> tuple[str, list]:
     across many rows, so that near-duplicate inputs never sit on both sides of a fold; the longest
     such column when several repeat."""
     candidates = []
-    for c in (*text_cols, *keys):
+    for c in dict.fromkeys((*text_cols, *keys, *(c for c in tr.columns if _id_like(c)))):
         n, k = len(tr), tr[c].nunique()
         if k >= MIN_GROUPS and n / k >= 2:
             candidates.append((float(tr[c].astype(str).str.len().mean()), c, n / k, k))

@@ -106,8 +106,8 @@ def _simplex_fit(loss, m: int) -> np.ndarray:
 def fit_weights(preds: np.ndarray, y: np.ndarray, metric: str = "rmse") -> np.ndarray:
     """Weights w >= 0, sum(w) = 1 minimising `metric` (utils.metrics) of preds @ w against y;
     preds (N, M) values of one target, y (N,)."""
-    score = METRICS[metric].score
-    return _simplex_fit(lambda w: score(y, preds @ w), preds.shape[1])
+    score, y = METRICS[metric].score, np.asarray(y).reshape(len(y), -1)  # one target's column (N, 1)
+    return _simplex_fit(lambda w: score(y, (preds @ w)[:, None]), preds.shape[1])
 
 
 def fit_prob_weights(P: np.ndarray, y: np.ndarray, metric: str = "log_loss") -> np.ndarray:
