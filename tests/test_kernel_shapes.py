@@ -1,0 +1,110 @@
+"""The whole path for competitions that are not built in, as the README tells it: `init`, an edit
+of the description, two runs, a blend, `utils.predict`, `build`, and the bundle's submission kernel
+run offline on a laid-out /kaggle/input: US Patent Phrase Matching on its real files (three short
+text columns, folds grouped by anchor, Pearson), several 0/1 labels, and a metric of one's own
+(the kernel has never seen its file: the description carries it)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_competition import real_dir, tiny_data
+from test_kaggle import OWNER, _input_tree, _kernel_env, submission_notebook
+from test_shapes import METRIC_PY, init, jigsaw
+from test_train import cfg_for
+
+from utils import ensemble, predict
+from utils.bundle import BundleSpec, build
+from utils.competition import load_competition
+from utils.train import run_cv
+
+pytestmark = pytest.mark.integration
+
+
+def whole_path(data: Path, desc: str, tmp: Path, model: str, **kw) -> dict:
+    """Two runs (attention, mean pooling) of the description, their blend, the submission."""
+    comp = load_competition(desc)
+    runs = [tmp / "attn", tmp / "mean"]
+    for run, pooling in zip(runs, ("attention", "mean")):
+        run_cv(cfg_for(data / comp.train_file, run, model, competition=desc, max_steps=2, max_len=32,
+                       lr=2e-5, pooling=pooling, **kw))
+    assert ensemble.main(["--runs", *map(str, runs), "--out", str(tmp / "blend.json")]) == 0
+    argv = ["--test-csv", str(data / comp.test_file), "--runs", *map(str, runs), "--blend", str(tmp / "blend.json"),
+            "--out", str(tmp / "submission.csv")]
+    assert predict.main(argv) == 0
+    return {"comp": comp, "runs": runs, "blend": tmp / "blend.json", "data": data,
+            "submission": pd.read_csv(tmp / "submission.csv", dtype={comp.id_col: str})}
+
+
+def run_kernel(t: dict, tmp: Path) -> pd.DataFrame:
+    comp = t["comp"]
+    out = build(BundleSpec(t["runs"], OWNER, tmp / "bundle", blend=t["blend"],
+                           notebooks=[submission_notebook(tmp)], wheels=None))
+    kernel = Path(out["kernels"][0]["path"])
+    meta = json.loads((kernel / "kernel-metadata.json").read_text())
+    inp, work, cwd = tmp / "input", tmp / "working", tmp / "cwd"
+    _input_tree(inp, "new", out, t["data"] / comp.test_file, [t["data"] / comp.sample_submission])
+    work.mkdir()
+    cwd.mkdir()
+    py, env, prefix = _kernel_env(tmp / "k")
+    env.update(KAGGLE_INPUT_ROOT=str(inp), KAGGLE_WORKING_ROOT=str(work))
+    cmd = [*prefix, sys.executable, "-m", "papermill", str(kernel / meta["code_file"]), str(tmp / "executed.ipynb"),
+           "-k", "kit-offline", "--cwd", str(cwd), "--no-progress-bar"]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    kernel_sub = pd.read_csv(work / "submission.csv", dtype={comp.id_col: str})
+    # What utils.predict writes here from the bundled (fp16) copies the kernel read.
+    models = Path(out["models"]["path"])
+    local = predict.submit([models / r for r in out["models"]["runs"]], t["data"] / comp.test_file, tmp / "want.csv",
+                           blend_json=models / "blend.json", progress=False)
+    same_submission(kernel_sub, local.astype({comp.id_col: str}), comp)
+    same_submission(kernel_sub, t["submission"], comp, tol=2e-3)  # fp16 copies of the fp32 runs
+
+
+def same_submission(kernel: pd.DataFrame, local: pd.DataFrame, comp, tol: float = 1e-4) -> None:
+    assert list(kernel.columns) == list(local.columns)
+    assert kernel[comp.id_col].tolist() == local[comp.id_col].tolist()
+    a, b = (f.drop(columns=comp.id_col).to_numpy(dtype=float) for f in (kernel, local))
+    assert np.abs(a - b).max() < tol
+
+
+def test_us_patent_real_files_from_init_to_the_offline_kernel(tmp_path, tiny_bert):
+    data = real_dir("us-patent-phrase-to-phrase-matching")
+    desc = tmp_path / "competition.json"
+    from utils.competition import main as competition_main
+
+    assert competition_main(["init", "--data", str(data), "--out", str(desc)]) == 0
+    d = json.loads(desc.read_text())
+    assert d["text_cols"] == ["anchor", "target", "context"] and d["group_col"] == "anchor"
+    desc.write_text(json.dumps({**d, "slug": "us-patent-phrase-to-phrase-matching", "metric": "pearson"}))
+    t = whole_path(data, str(desc), tmp_path, tiny_bert, max_rows=600)
+    comp, sub = t["comp"], t["submission"]
+    sample = pd.read_csv(data / comp.sample_submission, dtype={"id": str})
+    assert list(sub.columns) == ["id", "score"] and sub["id"].tolist() == sample["id"].tolist()
+    assert sub["score"].between(0, 1).all()
+    metrics = json.loads((tmp_path / "attn" / "metrics.json").read_text())
+    assert metrics["metric"] == "pearson"
+    folds = pd.read_csv(tmp_path / "attn" / "folds.csv", dtype={"id": str}).set_index("id")["fold"]
+    anchors = pd.read_csv(data / "train.csv", dtype={"id": str}).set_index("id")["anchor"].loc[folds.index]
+    assert (folds.groupby(anchors.to_numpy()).nunique() == 1).all()  # no anchor in two folds
+    run_kernel(t, tmp_path)
+
+
+def test_multilabel_offline_kernel(tmp_path, tiny_bert):
+    data = jigsaw(tmp_path / "jigsaw")
+    t = whole_path(data, init(data), tmp_path, tiny_bert)
+    run_kernel(t, tmp_path)
+
+
+def test_a_metric_of_ones_own_reaches_the_offline_kernel(tmp_path, tiny_bert):
+    data = tiny_data("commonlitreadabilityprize", tmp_path / "cl", 24)
+    (data / "my_metric.py").write_text(METRIC_PY)
+    desc = init(data, metric="mae_first", metric_file="my_metric.py")
+    t = whole_path(data, desc, tmp_path, tiny_bert)
+    assert json.loads(t["blend"].read_text())["metric"] == "mae_first"
+    (data / "my_metric.py").unlink()  # the kernel's input has no such file: the description carries it
+    run_kernel(t, tmp_path)
