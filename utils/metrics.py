@@ -40,9 +40,11 @@ def _correlation(y, p, ranks: bool = False) -> float:
         y, p = rankdata(y, axis=0), rankdata(p, axis=0)
     rs = []
     for j in range(y.shape[1]):
+        if np.ptp(y[:, j]) == 0 or np.ptp(p[:, j]) == 0:  # a constant (its mean is not exact in floats)
+            rs.append(0.0)
+            continue
         a, b = y[:, j] - y[:, j].mean(), p[:, j] - p[:, j].mean()
-        denom = np.sqrt((a * a).sum() * (b * b).sum())
-        rs.append(float((a * b).sum() / denom) if denom > 0 else 0.0)
+        rs.append(float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum())))
     return float(np.mean(rs))
 
 
