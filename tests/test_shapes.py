@@ -359,3 +359,21 @@ def test_the_reproduce_command_names_no_column_the_competition_gives(tmp_path, t
     command = metrics["command"]
     assert "--competition commonlit-evaluate-student-summaries" in command
     assert "--text-col" not in command and "--target-cols" not in command
+
+
+def test_multilabel_pseudo_labels_train_a_student(tmp_path, tiny_bert):
+    from utils import pseudo
+
+    data = jigsaw(tmp_path / "jigsaw")
+    path = init(data)
+    train(data, path, tmp_path / "teacher", tiny_bert)
+    texts = pd.DataFrame({"id": [f"u{i}" for i in range(6)], "comment_text": [f"unlabelled comment {i}" for i in range(6)]})
+    texts.to_csv(tmp_path / "unlabelled.csv", index=False)
+    argv = ["--runs", str(tmp_path / "teacher"), "--texts", str(tmp_path / "unlabelled.csv"),
+            "--train-csv", str(data / "train.csv"), "--out", str(tmp_path / "pseudo.csv"), "--no-progress"]
+    assert pseudo.main(argv) == 0
+    labels = pd.read_csv(tmp_path / "pseudo.csv")
+    cols = [f"prob_{c}_fold{k}" for k in (0, 1) for c in LABELS]
+    assert set(cols) <= set(labels.columns) and labels[cols].stack().between(0, 1).all()
+    metrics = train(data, path, tmp_path / "student", tiny_bert, pseudo_csv=str(tmp_path / "pseudo.csv"))
+    assert np.isfinite(metrics["cv"])
