@@ -377,3 +377,17 @@ def test_multilabel_pseudo_labels_train_a_student(tmp_path, tiny_bert):
     assert set(cols) <= set(labels.columns) and labels[cols].stack().between(0, 1).all()
     metrics = train(data, path, tmp_path / "student", tiny_bert, pseudo_csv=str(tmp_path / "pseudo.csv"))
     assert np.isfinite(metrics["cv"])
+
+
+def test_an_edited_metric_file_is_another_run(tmp_path, tiny_bert, capsys):
+    data = tiny_data("commonlitreadabilityprize", tmp_path / "cl", 24)
+    (data / "my_metric.py").write_text(METRIC_PY)
+    path = init(data, metric="mae_first", metric_file="my_metric.py")
+    train(data, path, tmp_path / "run", tiny_bert)
+    (data / "my_metric.py").write_text(METRIC_PY.replace("np.abs", "np.square"))
+    argv = ["--train-csv", str(data / "train.csv"), "--out", str(tmp_path / "run"), "--model", tiny_bert,
+            "--competition", path, "--folds", "2", "--epochs", "2", "--batch-size", "8", "--eval-every", "2",
+            "--lr", "1e-3", "--no-progress", "--max-steps", "2", "--max-len", "32"]
+    assert train_main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "different arguments", "metric_file")
+    METRICS.pop("mae_first", None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,7 +161,7 @@ def resolve(cfg: TrainConfig) -> tuple[TrainConfig, object]:
 # What a run was given by content, not by path (identity's keys -> what a user calls them).
 CONTENT_KEYS = {"train_csv_sha256": "--train-csv's content", "folds_csv_sha256": "--folds-csv's content",
                 "model_sha256": "the --model folder's files", "pseudo_sha256": "--pseudo-csv's content",
-                "competition_sha256": "--competition's file"}
+                "competition_sha256": "--competition's file", "metric_sha256": "the competition's metric_file"}
 
 
 def identity(cfg: TrainConfig) -> dict:
@@ -175,6 +176,11 @@ def identity(cfg: TrainConfig) -> dict:
     d["model_sha256"] = content_sha256(cfg.model)  # None for a hub name: the name is the identity
     if cfg.competition and Path(cfg.competition).is_file():  # a competition.json, by content
         d["competition_sha256"] = content_sha256(cfg.competition)
+        from .competition import load_competition
+
+        metric_code = load_competition(cfg.competition).metric_code
+        if metric_code:  # the metric of one's own, as read (its file may be edited between runs)
+            d["metric_sha256"] = hashlib.sha256(metric_code.encode()).hexdigest()
     if cfg.pseudo_csv and Path(cfg.pseudo_csv).is_file():
         # The file's content, not just its name: a resume cannot mix two sets of pseudo-labels.
         d["pseudo_sha256"] = content_sha256(cfg.pseudo_csv)
