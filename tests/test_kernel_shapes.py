@@ -97,6 +97,9 @@ def test_us_patent_real_files_from_init_to_the_offline_kernel(tmp_path, tiny_ber
 def test_multilabel_offline_kernel(tmp_path, tiny_bert):
     data = jigsaw(tmp_path / "jigsaw")
     t = whole_path(data, init(data), tmp_path, tiny_bert)
+    assert t["comp"].task == "multilabel"
+    probs = t["submission"].drop(columns="id").to_numpy(dtype=float)
+    assert probs.shape == (4, 6) and ((probs > 0) & (probs < 1)).all()  # a sigmoid per label
     run_kernel(t, tmp_path)
 
 
