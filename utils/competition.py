@@ -377,6 +377,22 @@ def read_table(comp: Competition, data_dir, split: str = "train", blank: str = "
     return read_split(comp, Path(data_dir) / name, split, blank)
 
 
+def join_path(folder: Path, file: str) -> Path:
+    """Where a joined table is: FILE beside the competition's files (`folder`); OWNER/DATASET/FILE,
+    a table of another Kaggle dataset, where utils.env.dataset_file finds it (beside them, the
+    attached dataset, or data/DATASET/), else a DataError naming every place looked."""
+    from . import env
+    from .data import DataError
+
+    ref = env.dataset_file_ref(file)
+    if ref is None:
+        return folder / file
+    try:
+        return env.dataset_file(*ref, beside=folder)
+    except FileNotFoundError as e:
+        raise DataError(str(e)) from None
+
+
 def read_split(comp: Competition, path, split: str = "train", blank: str = "", extra_cols=()) -> pd.DataFrame:
     """A train (targets checked) or test file with the tables its description joins onto it (found
     beside it), checked as utils.data.read_csv checks a file: columns, ids, texts (`blank` as
@@ -389,7 +405,7 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
     df = load_csv(path, comp.id_col)
     name = path.name
     for file, key in joins:
-        jpath = path.parent / file
+        jpath = join_path(path.parent, file)
         if not jpath.is_file():
             raise DataError(f"{jpath}: file not found (joined onto {name} by {key!r})")
         table = pd.read_csv(jpath, encoding="utf-8-sig", dtype={key: str})
