@@ -69,12 +69,17 @@ def _search(root: Path, slug: str, marker: str | None, depth: int = 4):
     return None
 
 
+def _candidates(slug: str, owner: str | None = None) -> list:
+    """Where Kaggle mounts an attached dataset (or competition) `slug`, in both input layouts."""
+    root = kaggle_input()
+    new = [root / "datasets" / owner / slug] if owner else []
+    return [root / slug, root / "competitions" / slug, *new]
+
+
 def dataset_dir(slug: str, owner: str | None = None, marker: str | None = None) -> Path:
     """An attached Kaggle dataset (or competition) folder, under either input layout."""
     root = kaggle_input()
-    candidates = [root / slug, root / "competitions" / slug]
-    if owner:
-        candidates.append(root / "datasets" / owner / slug)
+    candidates = _candidates(slug, owner)
     for c in candidates:
         if c.is_dir() and (marker is None or (c / marker).exists()):
             return c
@@ -85,6 +90,36 @@ def dataset_dir(slug: str, owner: str | None = None, marker: str | None = None) 
             f"(checked {', '.join(str(c) for c in candidates)} and a search)"
         )
     return found
+
+
+def dataset_file_ref(name: str):
+    """'OWNER/DATASET/FILE' (a table of another Kaggle dataset, e.g. "xhlulu/cpc-codes/titles.csv")
+    -> (owner, dataset, file); None for any other name (a file beside the competition's)."""
+    parts = str(name).split("/")
+    return tuple(parts) if len(parts) == 3 and all(parts) else None
+
+
+def dataset_file(owner: str, slug: str, file: str, beside=None) -> Path:
+    """FILE of the Kaggle dataset OWNER/SLUG, looked up in one order: beside the competition's files
+    (the folder `beside`, where a user may have put it), the dataset attached under the Kaggle input
+    (either layout, then a search), then data/<slug>/ at the project root. Not found: a
+    FileNotFoundError of one line naming every place looked and the command that downloads it."""
+    looked = [Path(beside) / file] if beside is not None else []
+    if looked and looked[0].is_file():
+        return looked[0]
+    try:
+        return dataset_dir(slug, owner, marker=file) / file
+    except FileNotFoundError:
+        looked += [c / file for c in _candidates(slug, owner)]
+    local = project_root() / "data" / slug
+    if (local / file).is_file():
+        return local / file
+    *first, last = map(str, looked)
+    places = [*first, f"{last} (and a search of {kaggle_input()})", str(local / file)]
+    raise FileNotFoundError(
+        f"{file} of Kaggle dataset {owner}/{slug} not found (looked in {', '.join(places)}): download it with "
+        f"`kaggle datasets download -d {owner}/{slug} -p {local} --unzip`, or attach {owner}/{slug} to the notebook"
+    )
 
 
 def competition_dir(data_dir: str | None = None, slug: str = COMPETITION) -> Path:
