@@ -169,6 +169,41 @@ def trained_tweets(tmp_path_factory, tiny_bert):
     return train_other(tmp_path_factory, tiny_bert, "nlp-getting-started")
 
 
+def patent_data(folder: Path) -> Path:
+    """US Patent's shape, its CPC titles joined from another Kaggle dataset (test_joins and
+    train_joins name xhlulu/cpc-codes/titles.csv): train, test, sample submission and titles.csv
+    in `folder` (where a user who downloaded it puts it), and competition.json."""
+    from utils.competition import Competition
+
+    folder.mkdir(parents=True)
+    n = 40
+    train = pd.DataFrame({"id": [f"{i:016x}" for i in range(n)], "anchor": [f"abatement {i // 4}" for i in range(n)],
+                          "target": [f"noise reduction {i}" for i in range(n)], "context": ["A47", "F16"] * (n // 2),
+                          "score": [0, 0.25, 0.5, 0.75, 1.0] * (n // 5)})
+    train.to_csv(folder / "train.csv", index=False)
+    test = train.drop(columns="score").tail(6).assign(id=[f"t{i}" for i in range(6)])
+    test.to_csv(folder / "test.csv", index=False)
+    test[["id"]].assign(score=0.0).iloc[::-1].to_csv(folder / "sample_submission.csv", index=False)
+    pd.DataFrame({"context": ["A47", "F16"], "title": ["furniture; domestic articles", "engineering elements"]}).to_csv(
+        folder / "titles.csv", index=False)
+    joins = (("xhlulu/cpc-codes/titles.csv", "context"),)
+    Competition(slug="us-patent-phrase-to-phrase-matching", text_cols=("anchor", "target", "title"),
+                target_cols=("score",), metric="pearson", target_range=(0.0, 1.0), train_joins=joins,
+                test_joins=joins).save(folder / "competition.json")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def trained_joins(tmp_path_factory, tiny_bert):
+    """One tiny 2-fold run of a competition joining a table from another Kaggle dataset."""
+    tmp = tmp_path_factory.mktemp("joins")
+    data = patent_data(tmp / "data")
+    run = tmp / "bert-attn"
+    run_cv(cfg_for(data / "train.csv", run, tiny_bert, competition=str(data / "competition.json"), max_steps=2,
+                   lr=2e-5, max_len=32))
+    return {"runs": [run], "data": data}
+
+
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory, trained):
     """'blend': both runs + blend.json (fp16); 'single': one run, no blend (fp16)."""
@@ -444,6 +479,21 @@ def test_kernel_sources_replace_the_models_dataset(trained, tmp_path):
         build(BundleSpec(["r"], OWNER, tmp_path / "c", kernel_sources="nokernel", notebooks=nbs))
 
 
+def test_every_kernel_attaches_the_datasets_whose_tables_the_competition_joins(tmp_path, capsys):
+    """A join's OWNER/DATASET/FILE: the dataset is attached to every kernel (each reads the
+    competition's data), after the kit's own datasets; the build says so."""
+    desc = patent_data(tmp_path / "data") / "competition.json"
+    nbs = fake_notebooks(tmp_path / "nbs")
+    argv = ["build", "--runs", "runs/bert-attn", "--owner", OWNER, "--out", str(tmp_path / "b"), "--no-wheels",
+            "--kernel-sources", f"{OWNER}/kit-train-run", "--competition", str(desc), "--notebooks", *map(str, nbs)]
+    assert main(argv) == 0
+    assert "joined dataset  xhlulu/cpc-codes (attached to every kernel" in capsys.readouterr().out
+    metas = [json.loads(p.read_text()) for p in sorted((tmp_path / "b" / "kernels").glob("*/kernel-metadata.json"))]
+    assert len(metas) == 5
+    code = f"{OWNER}/us-patent-phrase-to-kit-code"
+    assert all(m["dataset_sources"] == [code, "xhlulu/cpc-codes"] for m in metas), metas
+
+
 def test_missing_notebook_or_parameter_is_a_clear_error(trained, tmp_path, capsys):
     nbs = fake_notebooks(tmp_path / "nbs")
     nbs[0].unlink()
@@ -691,9 +741,10 @@ except OSError as e:
 """
 
 
-def _input_tree(root: Path, layout: str, bundle: dict, test_csv: Path, files=()) -> None:
+def _input_tree(root: Path, layout: str, bundle: dict, test_csv: Path, files=(), datasets=None) -> None:
     """The bundle's datasets and the competition data (the test file and `files`) as Kaggle
-    mounts them, under the bundle's competition slug."""
+    mounts them, under the bundle's competition slug; `datasets`: {OWNER/DATASET: files} of other
+    attached datasets."""
     owner = bundle["owner"]
     comp = bundle["competition"]
     comp_dir = root / comp if layout == "old" else root / "competitions" / comp
@@ -704,6 +755,11 @@ def _input_tree(root: Path, layout: str, bundle: dict, test_csv: Path, files=())
         src = Path(bundle[key]["path"])
         dst = root / src.name if layout == "old" else root / "datasets" / owner / src.name
         shutil.copytree(src, dst, ignore=shutil.ignore_patterns("dataset-metadata.json"))
+    for ref, paths in (datasets or {}).items():
+        dst = root / ref.split("/")[1] if layout == "old" else root / "datasets" / ref
+        dst.mkdir(parents=True)
+        for f in paths:
+            shutil.copy2(f, dst / Path(f).name)
 
 
 @pytest.mark.parametrize("layout,which", [("old", "blend"), ("new", "single")])
@@ -808,3 +864,35 @@ def test_the_submission_kernel_of_other_competitions_runs_offline(which, request
     else:
         assert np.abs(sub.drop(columns=comp.id_col).to_numpy() - want.drop(columns=comp.id_col).to_numpy()).max() < 1e-4
         assert sub.drop(columns=comp.id_col).stack().between(1.0, 5.0).all()
+
+
+@pytest.mark.parametrize("layout", ["old", "new"])
+def test_the_submission_kernel_finds_a_table_of_another_dataset_offline(layout, trained_joins, tmp_path):
+    """test_joins names xhlulu/cpc-codes/titles.csv: the kernel attaches that dataset and, with the
+    internet off, joins the table from where Kaggle mounts it (not beside the competition's files)."""
+    from utils.predict import submit
+
+    t = trained_joins
+    out = build(BundleSpec(t["runs"], OWNER, tmp_path / "bundle", notebooks=[submission_notebook(tmp_path)],
+                           wheels=None))
+    kernel = Path(out["kernels"][0]["path"])
+    meta = json.loads((kernel / "kernel-metadata.json").read_text())
+    assert "xhlulu/cpc-codes" in meta["dataset_sources"]
+    inp, work, cwd = tmp_path / "input", tmp_path / "working", tmp_path / "cwd"
+    _input_tree(inp, layout, out, t["data"] / "test.csv", [t["data"] / "sample_submission.csv"],
+                {"xhlulu/cpc-codes": [t["data"] / "titles.csv"]})
+    comp_dir = inp / out["competition"] if layout == "old" else inp / "competitions" / out["competition"]
+    assert (comp_dir / "test.csv").is_file() and not (comp_dir / "titles.csv").exists()
+    work.mkdir()
+    cwd.mkdir()
+    py, env, prefix = _kernel_env(tmp_path / "k")
+    env.update(KAGGLE_INPUT_ROOT=str(inp), KAGGLE_WORKING_ROOT=str(work))
+    cmd = [*prefix, sys.executable, "-m", "papermill", str(kernel / meta["code_file"]),
+           str(tmp_path / "executed.ipynb"), "-k", "kit-offline", "--cwd", str(cwd), "--no-progress-bar"]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    sub = pd.read_csv(work / "submission.csv", dtype={"id": str})
+    runs = [Path(out["models"]["path"]) / r for r in out["models"]["runs"]]
+    want = submit(runs, t["data"] / "test.csv", tmp_path / "want.csv", progress=False)  # titles.csv beside
+    assert list(sub.columns) == ["id", "score"] and sub["id"].tolist() == want["id"].tolist()
+    assert np.abs(sub["score"].to_numpy() - want["score"].to_numpy()).max() < 1e-4

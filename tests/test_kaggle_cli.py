@@ -4,7 +4,8 @@ own argument parser and its own metadata, file and slug checks, with dummy crede
 the network replaced. The lowest HTTP layer the CLI uses, `requests.Session.send` (kagglesdk's
 client and the blob upload both go through it; kaggle>=1.8.4), is swapped for a recorder that
 answers like Kaggle: datasets exist once created, blob uploads hand back tokens, `kernels push`
-reports version 7. Sockets are closed off, so nothing can reach kaggle.com.
+reports version 7, `datasets download` hands back RECORD_DIR/served/OWNER/DATASET.zip. Sockets are
+closed off, so nothing can reach kaggle.com.
 
 Run as a script, this file is that CLI: `python tests/test_kaggle_cli.py RECORD_DIR ARGS...`
 appends one JSON line per request to RECORD_DIR/requests.jsonl (uploaded bytes beside it).
@@ -34,6 +35,8 @@ ROUTES = {
     "GetKernelSessionStatus": "kernel_status",
     "CreateCodeSubmission": "submit",
     "GetSubmissionLimits": "limits",  # kaggle 2.x, after a submission: "N remaining today"
+    "GetDatasetMetadata": "dataset_metadata",  # `datasets download`: the license it prints
+    "DownloadDataset": "dataset_download",
 }
 
 
@@ -76,6 +79,11 @@ def serve(record: Path) -> None:
             return 200, {"message": "Submission successful", "ref": 1234}
         if kind == "limits":
             return 200, {"numToday": 1, "numAllowedNow": 4}
+        if kind == "dataset_metadata":
+            return 200, {"info": {"licenses": [{"name": "CC0-1.0"}]}}
+        if kind == "dataset_download":  # the dataset's files, zipped, as bytes
+            served = record / "served" / body.get("ownerSlug", "") / f"{body.get('datasetSlug')}.zip"
+            return (200, served.read_bytes()) if served.is_file() else (404, {"code": 404})
         return 404, {"code": 404, "message": "not recorded"}
 
     def send(self, request, **kwargs):
@@ -98,6 +106,10 @@ def serve(record: Path) -> None:
             f.write(json.dumps(rec) + "\n")
         resp = requests.Response()
         resp.status_code, resp.url, resp.request = status, request.url, request
+        if isinstance(payload, bytes):  # a file download: read back as content already received
+            resp.headers.update({"Content-Type": "application/zip", "Content-Length": str(len(payload))})
+            resp._content, resp._content_consumed = payload, True
+            return resp
         resp.headers["Content-Type"] = "application/json"
         resp._content = json.dumps(payload).encode()
         return resp
@@ -115,8 +127,9 @@ if __name__ == "__main__":
 
 # ----------------------------------------------------------------------------- the tests
 
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from test_kaggle import fake_notebooks, trained, trained_ell  # noqa: E402, F401 (fixtures, reused)
+from test_kaggle import fake_notebooks, patent_data, trained, trained_ell  # noqa: E402, F401 (fixtures, reused)
 
 from utils import bundle  # noqa: E402
 from utils import kaggle as kit  # noqa: E402
@@ -357,3 +370,56 @@ def test_push_runs_the_kaggle_cli_and_prints_the_pushed_version(trained, tmp_pat
     assert _kinds(again)[: len(versioned)] == versioned
     pushed = [r["body"]["slug"] for r in again if r["kind"] == "kernel_push"]
     assert pushed == [f"{OWNER}/commonlit-kit-submission"]
+
+
+def test_a_joined_datasets_kernels_are_accepted_by_the_kaggle_cli(tmp_path, capsys):
+    """A competition joining xhlulu/cpc-codes/titles.csv: every printed command runs through the
+    CLI, and each pushed kernel sends the attached dataset as one of its data sources."""
+    desc = patent_data(tmp_path / "data") / "competition.json"
+    nbs = fake_notebooks(tmp_path / "nbs")
+    argv = ["build", "--runs", "runs/bert-attn", "--owner", OWNER, "--out", str(tmp_path / "b"), "--no-wheels",
+            "--kernel-sources", f"{OWNER}/kit-train-run", "--competition", str(desc), "--notebooks", *map(str, nbs)]
+    assert kit.main(argv) == 0
+    cmds = printed_commands(capsys.readouterr().out)
+    kaggle = Kaggle(tmp_path)
+    pushed = []
+    for cmd in cmds:
+        res = kaggle([("1" if a == "N" else a) for a in cmd])
+        assert res.returncode == 0 and not kit.KAGGLE_REFUSED.search(res.stdout + res.stderr), (cmd, res.stdout)
+        if cmd[:2] == ["kernels", "push"]:
+            meta = json.loads((Path(cmd[3]) / "kernel-metadata.json").read_text())
+            body = [r for r in kaggle.requests() if r["kind"] == "kernel_push"][-1]["body"]
+            assert body["datasetDataSources"] == meta["dataset_sources"]
+            pushed.append(body["datasetDataSources"])
+    assert len(pushed) == 5  # the submission kernel and the four optional ones
+    assert all(sources == [f"{OWNER}/us-patent-phrase-to-kit-code", "xhlulu/cpc-codes"] for sources in pushed)
+
+
+def test_the_download_command_of_a_missing_table_fetches_it_where_it_is_looked_up(tmp_path, monkeypatch):
+    """The command in the one-line error, run through the CLI, puts titles.csv in data/cpc-codes/,
+    where the next lookup finds it."""
+    from utils import env
+    from utils.competition import load_competition, read_split
+    from utils.data import DataError
+
+    data = patent_data(tmp_path / "data")
+    table = pd.read_csv(data / "titles.csv")
+    (data / "titles.csv").unlink()
+    monkeypatch.setattr(env, "project_root", lambda: tmp_path / "root")
+    monkeypatch.setenv("KAGGLE_INPUT_ROOT", str(tmp_path / "input"))
+    comp = load_competition(str(data / "competition.json"))
+    with pytest.raises(DataError) as e:
+        read_split(comp, data / "test.csv", "test")
+    cmd = shlex.split(re.search(r"`(kaggle datasets download [^`]*)`", str(e.value)).group(1))
+    assert cmd[:5] == ["kaggle", "datasets", "download", "-d", "xhlulu/cpc-codes"]
+    kaggle = Kaggle(tmp_path)
+    served = kaggle.record / "served" / "xhlulu" / "cpc-codes.zip"
+    served.parent.mkdir(parents=True)
+    with zipfile.ZipFile(served, "w") as z:
+        z.writestr("titles.csv", table.to_csv(index=False))
+    res = kaggle(cmd[1:])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [r["kind"] for r in kaggle.requests()] == ["dataset_metadata", "dataset_download"]
+    assert (tmp_path / "root" / "data" / "cpc-codes" / "titles.csv").is_file()
+    df = read_split(comp, data / "test.csv", "test")
+    assert df["title"].notna().all() and set(df["title"]) <= set(table["title"])

@@ -148,6 +148,25 @@ def kernel_role(notebook) -> str:
     return suffix
 
 
+def join_datasets(comp) -> list:
+    """OWNER/DATASET of each other Kaggle dataset whose tables the competition joins (train_joins
+    and test_joins naming OWNER/DATASET/FILE), in order, once each: the kernels attach them."""
+    from .env import dataset_file_ref
+
+    refs = []
+    for file, _ in (*comp.train_joins, *comp.test_joins):
+        ref = dataset_file_ref(file)
+        if ref is None:
+            continue
+        what = f"joined table {file!r}: dataset"
+        try:
+            ref = f"{check_owner(ref[0])}/{check_slug(ref[1], what, lo=1)}"
+        except BundleError as e:
+            raise BundleError(f"{e} (a join's file is FILE or OWNER/DATASET/FILE)") from None
+        refs += [ref] if ref not in refs else []
+    return refs
+
+
 def dataset_metadata(owner: str, slug: str, license_name: str = DEFAULT_LICENSE) -> dict:
     """dataset-metadata.json content: id, title (6-50 characters) and exactly one license."""
     check_slug(slug, "dataset")
@@ -509,6 +528,7 @@ class BundlePlan:
     names: list  # the runs as the kernels name them
     kernels: list  # [OWNER/KERNEL] of the source kernel, or []
     notebooks: list  # [(notebook, kernel slug, role)]
+    joined: tuple = ()  # (OWNER/DATASET, ...) whose tables the competition joins (join_datasets)
 
 
 def plan_bundle(spec: BundleSpec) -> BundlePlan:
@@ -538,7 +558,11 @@ def plan_bundle(spec: BundleSpec) -> BundlePlan:
     for nb in spec.notebooks:
         role = kernel_role(nb)
         notebooks.append((Path(nb), check_slug(f"{name}-{role}", "kernel", lo=5), role))
-    return BundlePlan(comp, code_slug, models_slug, names, kernels, notebooks)
+    try:
+        joined = join_datasets(comp)
+    except BundleError as e:
+        raise BundleError(f"competition {comp.slug}: {e}") from None
+    return BundlePlan(comp, code_slug, models_slug, names, kernels, notebooks, tuple(joined))
 
 
 def build(spec: BundleSpec) -> dict:
@@ -547,6 +571,9 @@ def build(spec: BundleSpec) -> dict:
     The competition (slug in the kernels' sources and the submit command; spec.name, default its
     kit_name, prefixes the datasets and kernels): spec.competition (a slug or competition.json),
     else the one the runs were trained for (read from them), else CommonLit Readability.
+
+    Every kernel attaches the other Kaggle datasets whose tables the competition joins
+    (result['joined_datasets']: OWNER/DATASET of a join's OWNER/DATASET/FILE).
 
     A missing notebook is reported in result['errors'] and its kernel skipped; the rest is built.
     With spec.kernel_sources (OWNER/KERNEL of a training kernel) the kernels read the runs from
@@ -561,6 +588,7 @@ def build(spec: BundleSpec) -> dict:
         "models": None,
         "kernels": [],
         "kernel_sources": p.kernels,
+        "joined_datasets": list(p.joined),
         "errors": [],
     }
     result["code"] = build_code(
@@ -589,6 +617,7 @@ def build(spec: BundleSpec) -> dict:
         datasets = [f"{owner}/{p.code_slug}"]
         if ROLES[role]["models"] and not spec.kernel_sources:
             datasets.append(f"{owner}/{p.models_slug}")
+        datasets += list(p.joined)  # every kernel reads the competition's data, joined tables included
         ks = p.kernels if ROLES[role]["models"] else []
         try:
             kernel = build_kernel(out / "kernels" / slug, nb, owner, slug, role, values, datasets,

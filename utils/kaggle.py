@@ -281,6 +281,9 @@ def print_built(bundle: dict, half: bool, file=None) -> None:
     for k in bundle["kernels"]:
         net = "internet on" if k["internet"] else "internet off"
         print(f"kernel          {k['path']} ({_machine(k)}, {net})", file=file)
+    for ref in bundle.get("joined_datasets") or []:
+        print(f"joined dataset  {ref} (attached to every kernel: the competition joins its tables)",
+              file=file)
 
 
 def main(argv=None, runner=subprocess.run) -> int:
