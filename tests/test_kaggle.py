@@ -184,9 +184,10 @@ def patent_data(folder: Path) -> Path:
     test = train.drop(columns="score").tail(6).assign(id=[f"t{i}" for i in range(6)])
     test.to_csv(folder / "test.csv", index=False)
     test[["id"]].assign(score=0.0).iloc[::-1].to_csv(folder / "sample_submission.csv", index=False)
-    pd.DataFrame({"context": ["A47", "F16"], "title": ["furniture; domestic articles", "engineering elements"]}).to_csv(
+    # The CPC table names its key `code` (the competition's files call it `context`).
+    pd.DataFrame({"code": ["A47", "F16"], "title": ["furniture; domestic articles", "engineering elements"]}).to_csv(
         folder / "titles.csv", index=False)
-    joins = (("xhlulu/cpc-codes/titles.csv", "context"),)
+    joins = (("xhlulu/cpc-codes/titles.csv", "context", "code"),)
     Competition(slug="us-patent-phrase-to-phrase-matching", text_cols=("anchor", "target", "title"),
                 target_cols=("score",), metric="pearson", target_range=(0.0, 1.0), train_joins=joins,
                 test_joins=joins).save(folder / "competition.json")

@@ -154,7 +154,7 @@ def join_datasets(comp) -> list:
     from .env import dataset_file_ref
 
     refs = []
-    for file, _ in (*comp.train_joins, *comp.test_joins):
+    for file, *_ in (*comp.train_joins, *comp.test_joins):
         ref = dataset_file_ref(file)
         if ref is None:
             continue

@@ -126,8 +126,9 @@ class Competition:
             bad("folds_file", "folds 'file' needs the folds CSV's name")
         for name in ("train_joins", "test_joins"):
             for pair in getattr(self, name):
-                if len(pair) != 2 or not all(isinstance(x, str) and x for x in pair):
-                    bad(name, f"expected [[file, key], ...], got {list(getattr(self, name))}")
+                if len(pair) not in (2, 3) or not all(isinstance(x, str) and x for x in pair):
+                    bad(name, f"expected [[file, key], ...] or [[file, key, the table's key], ...], "
+                        f"got {list(getattr(self, name))}")
         if self.text_template:
             import string
 
@@ -394,8 +395,8 @@ def join_path(folder: Path, file: str) -> Path:
 
 
 def read_split(comp: Competition, path, split: str = "train", blank: str = "", extra_cols=()) -> pd.DataFrame:
-    """A train (targets checked) or test file with the tables its description joins onto it (found
-    beside it), checked as utils.data.read_csv checks a file: columns, ids, texts (`blank` as
+    """A train (targets checked) or test file with the tables its description joins onto it (beside
+    it, or in another Kaggle dataset: join_path), checked as utils.data.read_csv checks a file: columns, ids, texts (`blank` as
     there), targets (numbers in target_range; labels present). One line naming the file, the
     column and the rows otherwise."""
     from .data import DataError, check_frame, load_csv
@@ -404,11 +405,17 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
     joins = comp.train_joins if split == "train" else comp.test_joins
     df = load_csv(path, comp.id_col)
     name = path.name
-    for file, key in joins:
+    for file, key, *theirs in joins:
         jpath = join_path(path.parent, file)
         if not jpath.is_file():
             raise DataError(f"{jpath}: file not found (joined onto {name} by {key!r})")
-        table = pd.read_csv(jpath, encoding="utf-8-sig", dtype={key: str})
+        their = theirs[0] if theirs else key  # the table's own name for the key (e.g. code for context)
+        table = pd.read_csv(jpath, encoding="utf-8-sig", dtype={their: str})
+        if their not in table.columns:
+            raise DataError(f"{file} is missing column {their!r} (the join key); "
+                            f"found: {', '.join(map(str, table.columns))}")
+        if their != key:
+            table = table.drop(columns=[key], errors="ignore").rename(columns={their: key})
         for frame, fname in ((df, name), (table, file)):
             if key not in frame.columns:
                 raise DataError(f"{fname} is missing column {key!r} (the join key); "
@@ -423,7 +430,7 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
                             f"e.g. {df[key][unmatched].iloc[0]!r}")
         df = df.merge(table, on=key, how="left", suffixes=("", f"_{Path(file).stem}"))
     if joins:
-        name = f"{name} (with {', '.join(f for f, _ in joins)} joined)"
+        name = f"{name} (with {', '.join(j[0] for j in joins)} joined)"
     targets = comp.target_cols if split == "train" else ()
     extra = ((comp.group_col,) if split == "train" and comp.group_col else ()) + tuple(extra_cols)
     from .objective import objective_of
