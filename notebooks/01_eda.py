@@ -16,14 +16,13 @@
 # %% [markdown]
 # # 1 · Exploratory data analysis
 #
-# The competition's data as its description reads it (`competition`): its targets (each one's
-# distribution and their correlations, or the class balance), the input texts' length against
-# `max_len`, what in the text goes with the target (surface statistics and classic readability
-# formulas, for one regression target), the extremes, and cross-validated baselines in the
-# competition's metric: the numbers every transformer has to beat. On CommonLit Readability (the
-# default) the `target` is a Bradley-Terry easiness score from teachers' pairwise comparisons
-# (higher = easier), with a `standard_error` per excerpt: its label noise is shown too.
-# Every figure is also saved as a PNG in `out_dir`.
+# The competition's data as its description reads it (`competition`), with the figures that fit
+# its shape: the targets (each one's distribution; the class counts; or each label's prevalence and
+# which labels come together), the inputs' length against `max_len` (per column when the input
+# joins several), the groups that grouped folds keep together, surface statistics and readability
+# formulas (only for prose with one continuous target), texts to read, and cross-validated
+# baselines in the competition's metric: predicting a constant beside TF-IDF, the better of them
+# being the bar every model has to beat. Every figure is also saved as a PNG in `out_dir`.
 
 # %% tags=["parameters"]
 competition = ""  # a built-in slug or a competition.json; empty: commonlitreadabilityprize
@@ -80,7 +79,7 @@ from utils import env, plots
 from utils.competition import load_competition, read_table
 from utils.data import competition_folds
 from utils.files import write_json
-from utils.objective import objective_of
+from utils.metrics import get_metric
 
 comp = load_competition(competition)
 data = env.competition_dir(data_dir, comp.slug)
@@ -90,41 +89,30 @@ if max_rows:
     df = df.sample(n=min(max_rows, len(df)), random_state=fold_seed).reset_index(drop=True)
 texts = eda.plain_texts(comp.input_texts(df))
 targets = list(comp.target_cols)
-classes = objective_of(comp).classes  # class labels, not values
-# One continuous target (no classes, several targets or integer scores): statistics vs it.
-one_value = comp.continuous and len(targets) == 1
-noise = comp.standard_error_col if comp.standard_error_col in df.columns and one_value else ""
-print(f"{comp.title or comp.slug}: {len(df)} rows from {data} | {comp.task}, {comp.metric_name} | "
-      f"figures to {out}")
+metric = get_metric(comp.metric_name)
+readable, why = eda.readability_plan(comp, df)  # prose with one continuous target, and why (not)
+print(f"{comp.title or comp.slug}: {len(df)} rows from {data} | {comp.task}, {metric.title or metric.name} | "
+      f"input {comp.input_description} | figures to {out}")
 
 # %% [markdown]
 # ## The targets
-# Each target's distribution (or the class balance). On CommonLit the target is roughly normal and
-# centred near -1: most excerpts are harder than the reference excerpt (target 0). Its standard
-# error, about 0.5, is half a target standard deviation: the labels themselves are noisy, so no
-# model gets close to 0 (the best Kaggle solutions scored about 0.45).
+# What the model learns, in the description's terms: each target's distribution, the class counts
+# (in the description's class order) or each label's prevalence. Several targets: how they move
+# together (one model predicting all of them loses little when they do). Several 0/1 labels: of
+# the rows with one label, the share that has another. A per-row standard error, where the data
+# has one, is shown beside its target: labels that noisy bound what any model can score.
 
 # %%
-if noise:
-    plots.save_fig(plots.plot_distributions(df, targets[0], noise), out / "target_distribution.png")
-else:
-    plots.save_fig(plots.plot_targets(df, comp), out / "target_distribution.png")
-if len(targets) > 1:  # scores that move together: one model predicting all of them loses little
-    plots.save_fig(plots.plot_target_correlations(df, comp), out / "target_correlations.png")
+for line in eda.target_summary(comp, df):
+    print(line)
+for name, fig in plots.target_figures(df, comp).items():
+    plots.save_fig(fig, out / name)
 
 # %% [markdown]
-# Where the data has a per-row standard error: look for the U shape, the extremes carry the
-# largest standard errors (a Bradley-Terry score is least certain at the ends of the scale). The
-# reference excerpt that every score is relative to (target 0, standard error 0) is left out.
-
-# %%
-if noise:
-    plots.save_fig(plots.plot_target_vs_se(df, targets[0], noise), out / "target_vs_standard_error.png")
-
-# %% [markdown]
-# ## How long the texts are
-# Against `max_len`: the share of texts the model sees only in part (the head, or the head and the
-# tail with `--fit head_tail`). Counted in the backbone's tokens when `tokenizer` names one.
+# ## How long the inputs are
+# Against `max_len`: the share of inputs the model sees only in part (the head, or the head and
+# the tail with `--fit head_tail`); counted in the backbone's tokens when `tokenizer` names one.
+# An input joined from several columns: the words of each column too.
 
 # %%
 tok = None
@@ -135,80 +123,74 @@ if tokenizer:
 lengths, unit = eda.token_lengths(comp.input_texts(df), tok)
 plots.save_fig(plots.plot_lengths(lengths, max_len, unit), out / "text_lengths.png")
 if unit == "tokens":
-    print(f"{np.mean(lengths > max_len):.1%} of the texts are longer than max_len {max_len} tokens")
+    print(f"{np.mean(lengths > max_len):.1%} of the inputs are longer than max_len {max_len} tokens")
 else:
     print("lengths in words: set `tokenizer` to a backbone to compare them with max_len (tokens)")
+if len(comp.text_cols) > 1:
+    plots.save_fig(plots.plot_column_lengths(df, comp), out / "column_lengths.png")
 
 # %% [markdown]
-# ## Surface statistics
-# For one regression target. On CommonLit, long words and long sentences make a text harder; the
-# number of words barely matters (excerpts were cut to about 135-205 words). Look at the sign and
-# size of `r` in each title.
+# ## Groups the folds keep together
+# Where the description groups its folds by a column (rows sharing it are near-duplicates in
+# input), every value's rows stay in one fold: how many values there are, and how many rows each.
 
 # %%
-if one_value:
+if comp.folds == "group":
+    sizes = eda.group_sizes(comp, df)
+    print(f"{comp.group_col}: {len(sizes)} values, median {sizes.median():.0f} rows each, largest {sizes.iloc[0]} "
+          f"({sizes.iloc[0] / len(df):.1%} of the rows)")
+    plots.save_fig(plots.plot_group_sizes(df, comp), out / "group_sizes.png")
+else:
+    print(f"folds: {comp.folds}, not grouped")
+
+# %% [markdown]
+# ## Surface statistics and readability formulas
+# Only for prose with one continuous target (the line below says whether, and why): word, sentence
+# and length counts against the target, then the classic formulas (Flesch, Flesch-Kincaid, SMOG
+# and the others), which weigh the same counts with fixed weights. Look at the sign and size of
+# `r` in each title.
+
+# %%
+print(why)
+if readable:
     features = eda.text_features(texts)
     y = df[targets[0]]
     plots.save_fig(plots.plot_stats_vs_target(features, y), out / "text_stats_vs_target.png")
-
-# %% [markdown]
-# ## Classic readability formulas
-# Flesch, Flesch-Kincaid, SMOG and the others combine the same counts with fixed weights.
-# On CommonLit each alone correlates at about |r| 0.5 with the target: useful, but far from enough.
-
-# %%
-if one_value:
     plots.save_fig(plots.plot_readability_vs_target(features, y), out / "readability_vs_target.png")
     plots.save_fig(plots.plot_correlations(features, y), out / "feature_correlations.png")
 
 # %% [markdown]
-# ## The extremes
-# Read them. On CommonLit the easiest are short, concrete sentences written for children; the
-# hardest are old technical or literary prose with long sentences and rare words. Several targets:
-# ranked by their mean; classes: the first rows of each class.
+# ## Texts to read
+# The highest and lowest target (or mean of the targets), texts of the last and first class, or
+# the texts with the most labels and with none.
 
 # %%
-shown = df.assign(text=texts)
-if not classes:
-    score = targets[0] if len(targets) == 1 else "mean score"
-    shown[score] = shown[targets].astype(float).mean(axis=1)
-    names = ("Easiest", "Hardest") if noise else ("Highest", "Lowest")
-    fig = plots.plot_extremes(shown, text_col="text", target_col=score, names=names,
-                              title=f"{comp.title or comp.slug}: the texts with the highest and lowest {score}")
-else:
-    pair = sorted(shown[targets[0]].unique(), key=str)[:2]
-    shown = shown[shown[targets[0]].isin(pair)]
-    shown["class"] = (shown[targets[0]] == pair[-1]).astype(float)
-    fig = plots.plot_extremes(shown, text_col="text", target_col="class", names=tuple(map(str, pair[::-1])),
-                              title=f"{comp.title or comp.slug}: texts of class {pair[-1]} and {pair[0]}")
-plots.save_fig(fig, out / "extremes.png")
+plots.save_fig(plots.plot_examples(df, comp), out / "extremes.png")
 
 # %% [markdown]
-# ## Baselines: the numbers to beat
+# ## Baselines: the bar
 # The same folds for all, and the same as training: `utils.data.competition_folds` with `folds` and
 # `fold_seed` (stratified on the binned target or the label, grouped where the competition says so),
 # which 02_train uses with the same values. Scored in the competition's metric; where it needs a
 # decision rule (F1's threshold, kappa's cut points) each fold's rule is fitted on the other folds.
-# TF-IDF (1-2 grams) + ridge (or logistic regression) learns which words signal the target. For one
-# regression target, readability features + ridge learns how to weigh the counts above, and the
-# out-of-fold predictions are saved as run folders (`baselines/*/`: `oof.csv`, `folds.csv` and a
+# A constant that ignores the text (the mean, the class shares, or each label's prevalence) beside
+# TF-IDF 1-2 grams + ridge (or logistic regression), which learns which words signal the target;
+# for prose with one target, readability features + ridge too. The best of them is the bar: on
+# some data and metrics the constant beats TF-IDF. For one continuous target the out-of-fold
+# predictions are saved as run folders (`baselines/*/`: `oof.csv`, `folds.csv` and a
 # `metrics.json` naming the competition) that the ensemble notebook can blend with the transformers.
 
 # %%
 fold_ids = competition_folds(comp, df, folds, fold_seed)
 results = eda.baseline_cv(comp, df, fold_ids)
 baselines = {name: score for name, (score, _) in results.items()}
-if one_value:
+if readable:
     score_readability, oof_readability = eda.readability_ridge_cv(comp, df, fold_ids, features=features)
     baselines["readability features + ridge"] = score_readability
     eda.write_oof_run(out / "baselines" / "readability-ridge", comp, df, fold_ids, oof_readability)
-    eda.write_oof_run(out / "baselines" / "tfidf-ridge", comp, df, fold_ids,
-                      results["TF-IDF 1-2 grams + ridge"][1])
+if comp.continuous and len(targets) == 1:
+    eda.write_oof_run(out / "baselines" / "tfidf-ridge", comp, df, fold_ids, results["TF-IDF 1-2 grams + ridge"][1])
 write_json(out / "baselines.json", {"metric": comp.metric_name, **baselines})
-tfidf = next(v for k, v in baselines.items() if k.startswith("TF-IDF"))
-print(f"TF-IDF CV {comp.metric_name} {tfidf:.4f}: the number every model must beat")
-from utils.metrics import get_metric  # noqa: E402
-
-metric = get_metric(comp.metric_name)
+print(eda.bar_line(baselines, comp.metric_name))
 plots.save_fig(plots.plot_scores(baselines, metric.title or metric.name, metric.greater_is_better),
                out / "baselines.png")

@@ -1,22 +1,31 @@
-"""utils.eda on hand-checked text and synthetic excerpts, its figures (utils.plots); the EDA notebook
-end to end (60 rows)."""
+"""utils.eda on hand-checked text and synthetic excerpts, its figures (utils.plots); what the EDA
+says and draws for each shape of competition on real data (CommonLit prose, ELL's six targets, the
+tweets' two classes, US Patent's three short columns grouped by anchor and scored by Pearson) and on
+a synthetic multilabel frame; the EDA notebook end to end on real CommonLit and US Patent rows."""
 
+import dataclasses
+import functools
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import ROOT, tiny_frame
+from matplotlib.text import Text
+from test_competition import real_dir
 
 from utils import eda, plots, runs
-from utils.competition import load_competition
-from utils.data import make_folds
+from utils.competition import Competition, infer, load_competition, read_table
+from utils.data import competition_folds, make_folds
 from utils.ensemble import blend_report
+from utils.metrics import get_metric
 
 COMMONLIT = load_competition("")  # tiny_frame's columns
 MEAN, TFIDF = "predict the mean", "TF-IDF 1-2 grams + ridge"
@@ -239,6 +248,255 @@ def test_plots_return_figures_and_save_fig_writes_png_atomically(tmp_path):
         assert (tmp_path / "sub" / "a.png").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
+# ----------------------------------------------------------------------------- every shape
+
+
+PATENT = "us-patent-phrase-to-phrase-matching"
+SHAPES = ["commonlit", "feedback-prize-ell", "nlp-getting-started", PATENT, "multilabel"]
+ROWS = {"feedback-prize-ell": 800, "nlp-getting-started": 2000}  # a sample: the baselines' time
+ML_LABELS = ("toxic", "obscene", "threat")
+# What a figure may say of ease: the Flesch formula's own direction, nothing of the target.
+FLESCH = eda.LABELS["flesch_reading_ease"]
+
+
+def patent(data: Path) -> Competition:
+    """init's description of the US Patent folder, with the metric its page names."""
+    return dataclasses.replace(infer(data)[0], metric="pearson")
+
+
+def multilabel_frame(n: int = 150) -> pd.DataFrame:
+    """Comments with three 0/1 labels, each signalled by its own word: obscene rows are toxic too."""
+    rng = np.random.default_rng(0)
+    filler = "the a this page edit article talk thanks please source see you".split()
+    rows = []
+    for i in range(n):
+        toxic = rng.random() < 0.4
+        obscene, threat = bool(toxic and rng.random() < 0.5), bool(rng.random() < 0.15)
+        signal = ["idiot"] * toxic + ["damn"] * obscene + ["kill"] * threat
+        rows.append({"id": f"c{i:04d}", "comment_text": " ".join([*rng.choice(filler, 12), *signal]),
+                     "toxic": int(toxic), "obscene": int(obscene), "threat": int(threat)})
+    return pd.DataFrame(rows)
+
+
+MULTILABEL = Competition(slug="jigsaw-toxic-comment-classification-challenge", id_col="id",
+                         text_cols=("comment_text",), target_cols=ML_LABELS, task="multilabel")
+
+
+@functools.cache
+def shape(which: str) -> tuple:
+    """(description, training rows) of one shape: the real files (a sample where ROWS says), or
+    the synthetic multilabel frame."""
+    if which == "multilabel":
+        return MULTILABEL, multilabel_frame()
+    data = real_dir(which)
+    comp = {"commonlit": load_competition(""),
+            "feedback-prize-ell": load_competition("feedback-prize-english-language-learning"),
+            "nlp-getting-started": load_competition("nlp-getting-started")}.get(which) or patent(data)
+    df = read_table(comp, data)
+    if which in ROWS:
+        df = df.sample(n=ROWS[which], random_state=0).reset_index(drop=True)
+    return comp, df
+
+
+@functools.cache
+def shape_baselines(which: str) -> tuple:
+    """(folds, baseline_cv's results) of one shape, on the folds training makes."""
+    comp, df = shape(which)
+    folds = competition_folds(comp, df, 5, 42)
+    return folds, eda.baseline_cv(comp, df, folds)
+
+
+def figure_text(fig) -> str:
+    """Every text a figure shows (titles, axis labels, tick labels, annotations), one per line."""
+    return "\n".join(t.get_text() for t in fig.findobj(Text) if t.get_text())
+
+
+@pytest.mark.parametrize("which,readable,says", [
+    ("commonlit", True, "Prose (median 175 words and 9 sentences per row)"),
+    ("feedback-prize-ell", False, "the input is prose"),
+    ("nlp-getting-started", False, "the input is 2 columns of short texts, not prose"),
+    (PATENT, False, "the input is 3 columns of short phrases, not prose (median 5 words and 1 sentence per "
+                    "row; median words per column: anchor 2, target 2, context 1"),
+    ("multilabel", False, "the input is short texts, not prose"),
+])
+def test_readability_only_for_prose_with_one_target(which, readable, says):
+    """Prose (50+ words, 3+ sentences per median row) with one continuous target gets the text
+    statistics and formulas; phrases, tweets and several targets get one line saying why not."""
+    comp, df = shape(which)
+    fits, why = eda.readability_plan(comp, df)
+    assert fits is readable and says in why and "\n" not in why
+    if not readable:
+        assert why.startswith("No readability formulas: ")
+    if which == "feedback-prize-ell":
+        assert "one continuous target, and this competition has 6 targets" in why
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")
+@pytest.mark.parametrize("which", SHAPES)
+def test_the_text_blind_constant_beside_tfidf_in_the_metric(which):
+    """Every shape gets the constant (the mean, the class shares, each label's prevalence) and
+    TF-IDF on the same folds, in its own metric; the constant is one value for every row, so it
+    scores exactly what the metric gives a constant."""
+    comp, df = shape(which)
+    folds, found = shape_baselines(which)
+    metric = get_metric(comp.metric_name)
+    (constant, (score, oof)), (tfidf, (tfidf_score, tfidf_oof)) = found.items()
+    assert oof.shape == tfidf_oof.shape and (oof == oof[0]).all()  # one row, repeated
+    truth, _ = eda._truth(comp, df)
+    assert score == pytest.approx(metric.honest_score(truth, oof, folds)[0])
+    assert tfidf_score == pytest.approx(metric.honest_score(truth, tfidf_oof, folds)[0])
+    y = df[list(comp.target_cols)].to_numpy(dtype=float)
+    if which == "commonlit":
+        assert oof[0, 0] == pytest.approx(y.mean()) and score == pytest.approx(y.std())
+    if which == "feedback-prize-ell":
+        assert oof[0] == pytest.approx(y.mean(0)) and score == pytest.approx(y.std(0).mean())
+    if which == "nlp-getting-started":  # the shares, thresholded for F1: every tweet positive
+        p = y.mean()
+        assert oof[0] == pytest.approx([1 - p, p]) and score == pytest.approx(2 * p / (1 + p))
+    if which == PATENT:  # Pearson of a constant is 0, exactly
+        assert score == 0.0 and tfidf_score > 0.1
+    if which == "multilabel":  # a probability per label, from a logistic regression each
+        assert score == 0.5 and tfidf == "TF-IDF 1-2 grams + logistic regression"
+        assert ((tfidf_oof >= 0) & (tfidf_oof <= 1)).all() and tfidf_score > 0.9
+    else:
+        assert (tfidf_score > score) == metric.greater_is_better  # TF-IDF learns something here
+    assert constant == eda.CONSTANT[eda.target_kind(comp)] and tfidf.startswith("TF-IDF 1-2 grams + ")
+
+
+def test_the_bar_is_the_better_baseline_whichever_it_is():
+    """The bar is picked by the metric's direction, never by name: on US Patent scored by RMSE (the
+    metric init proposes), predicting the mean beats TF-IDF, and the line says so."""
+    comp, df = shape(PATENT)
+    folds, found = shape_baselines(PATENT)
+    y = df[["score"]].to_numpy(dtype=float)
+    rmse = {name: get_metric("rmse").honest_score(y, oof, folds)[0] for name, (_, oof) in found.items()}
+    assert rmse["predict the mean"] < rmse["TF-IDF 1-2 grams + ridge"]
+    assert eda.bar(rmse, "rmse") == ("predict the mean", pytest.approx(rmse["predict the mean"]))
+    line = eda.bar_line(rmse, "rmse")
+    assert line.startswith("The bar, the number every model must beat: predict the mean, CV RMSE ")
+    assert f"TF-IDF 1-2 grams + ridge {rmse['TF-IDF 1-2 grams + ridge']:.4f}" in line
+    assert "ignoring the text beats every baseline that reads it" in line
+    # By Pearson (its real metric) the same predictions make TF-IDF the bar.
+    assert eda.bar(found, comp.metric_name)[0] == "TF-IDF 1-2 grams + ridge"
+    assert eda.bar_line(found, comp.metric_name).startswith(
+        "The bar, the number every model must beat: TF-IDF 1-2 grams + ridge, CV Pearson correlation")
+
+
+@pytest.mark.parametrize("which,files", [
+    ("commonlit", ["target_distribution.png", "target_vs_standard_error.png"]),
+    ("feedback-prize-ell", ["target_distribution.png", "target_correlations.png"]),
+    ("nlp-getting-started", ["target_distribution.png"]),
+    (PATENT, ["target_distribution.png"]),
+    ("multilabel", ["target_distribution.png", "label_cooccurrence.png"]),
+])
+def test_target_figures_fit_each_shape_and_never_say_easier(which, files):
+    comp, df = shape(which)
+    figs = plots.target_figures(df, comp)
+    assert list(figs) == files
+    texts = {name: figure_text(fig) for name, fig in figs.items()}
+    for fig in figs.values():
+        plt.close(fig)
+    for name, text in texts.items():
+        assert not re.search(r"easier|harder|excerpt", text, re.I), (name, text)
+    first = texts["target_distribution.png"]
+    if which == "nlp-getting-started":
+        p = df["target"].mean()
+        assert f"({1 - p:.1%})" in first and f"({p:.1%})" in first
+    if which == "multilabel":  # each label's count and prevalence, not a histogram of 0s and 1s
+        for c in ML_LABELS:
+            assert f"{df[c].sum()} ({df[c].mean():.1%})" in first
+    if which in ("commonlit", PATENT):
+        assert f"{comp.target_cols[0]}: mean" in first
+
+
+def test_the_readability_figures_name_the_target_not_its_meaning():
+    """Drawn against CommonLit's target, the statistics, formulas and correlations say 'target'
+    and the sign of r; 'easier' appears only as the Flesch formula's own direction."""
+    comp, df = shape("commonlit")
+    df = df.head(120)
+    f = eda.text_features(df["excerpt"])
+    for fig in (plots.plot_stats_vs_target(f, df["target"]), plots.plot_readability_vs_target(f, df["target"]),
+                plots.plot_correlations(f, df["target"]), plots.plot_target_vs_se(df, "target", "standard_error"),
+                plots.plot_distributions(df, "target", "standard_error")):
+        text = figure_text(fig).replace(FLESCH, "")
+        plt.close(fig)
+        assert "target" in text and not re.search(r"easier|harder|excerpts", text, re.I), text
+
+
+def test_class_counts_and_baselines_in_the_descriptions_class_order(tmp_path):
+    """A description's classes (here the sample submission's: Ineffective, Adequate, Effective) order
+    the class counts and the baselines' probability columns, as training orders them."""
+    from test_shapes import effectiveness, init
+
+    comp = load_competition(init(effectiveness(tmp_path / "fpe", 30)))
+    assert comp.classes == ("Ineffective", "Adequate", "Effective")
+    df = read_table(comp, tmp_path / "fpe")
+    fig = plots.plot_targets(df, comp)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list(comp.classes)
+    plt.close(fig)
+    assert eda.target_summary(comp, df) == ["discourse_effectiveness: Ineffective 33.3%, Adequate 33.3%, "
+                                            "Effective 33.3%"]
+    folds = competition_folds(comp, df, 2, 42)
+    _, oof = eda.baseline_cv(comp, df, folds)["TF-IDF 1-2 grams + logistic regression"]
+    eda.write_oof_run(tmp_path / "run", comp, df, folds, oof)
+    assert runs.read_oof(tmp_path / "run").outputs == comp.classes
+
+
+def test_label_prevalence_and_cooccurrence():
+    comp, df = shape("multilabel")
+    share = eda.label_cooccurrence(comp, df)
+    y = df[list(ML_LABELS)]
+    for a in ML_LABELS:
+        for b in ML_LABELS:
+            assert share.loc[a, b] == pytest.approx((y[a] & y[b]).sum() / y[a].sum())
+    assert share.loc["obscene", "toxic"] == 1.0 and share.loc["toxic", "obscene"] < 1.0
+    fig = plots.plot_label_cooccurrence(df, comp)
+    text = figure_text(fig)
+    plt.close(fig)
+    assert f"{share.loc['toxic', 'obscene']:.2f}" in text and f"toxic ({y['toxic'].sum()})" in text
+    lines = eda.target_summary(comp, df)
+    assert lines[0] == "prevalence: " + ", ".join(f"{c} {y[c].mean():.1%}" for c in ML_LABELS)
+    assert lines[1].startswith(f"rows with no label: {(y.sum(axis=1) == 0).mean():.1%}")
+
+
+def test_us_patent_words_per_column_and_rows_per_anchor():
+    comp, df = shape(PATENT)
+    words = eda.column_words(comp, df)
+    assert list(words.columns) == ["anchor", "target", "context"]
+    assert words.median().tolist() == [2, 2, 1]
+    fig = plots.plot_column_lengths(df, comp)
+    assert [ax.get_title() for ax in fig.axes] == [
+        f"{c}: median {words[c].median():.0f}, max {words[c].max()}" for c in words.columns]
+    plt.close(fig)
+    sizes = eda.group_sizes(comp, df)
+    assert sizes.sum() == len(df) and len(sizes) == df["anchor"].nunique() == 586
+    fig = plots.plot_group_sizes(df, comp)
+    assert "586 values of 'anchor'" in fig.axes[0].get_title()
+    plt.close(fig)
+    assert eda.target_summary(comp, df) == ["score: mean 0.362, sd 0.258, 5 distinct values (0, 0.25, 0.5, 0.75, 1)"]
+    with pytest.raises(ValueError, match="grouped by no column"):
+        eda.group_sizes(*shape("commonlit"))
+
+
+@pytest.mark.parametrize("which,title,left", [
+    ("commonlit", "the texts with the highest and lowest target", "Highest #1"),
+    ("feedback-prize-ell", "the texts with the highest and lowest mean of the 6 targets", "Highest #1"),
+    ("nlp-getting-started", "texts of class 1 and of 0", "target = 1 #1"),
+    (PATENT, "the texts with the highest and lowest score", "Highest #1"),
+    ("multilabel", "the texts with the most labels and with none", "Most labels #1"),
+])
+def test_texts_to_read_as_each_shape_ranks_them(which, title, left):
+    comp, df = shape(which)
+    fig = plots.plot_examples(df, comp)
+    text = figure_text(fig)
+    plt.close(fig)
+    assert title in text and left in text
+    if which == PATENT:  # each column named, not run together
+        assert re.search(r"anchor: .+ · +target: .+ · +context: [A-H]\d\d", text)
+    if which == "multilabel":
+        assert "No label #1" in text and "no label" in text
+
+
 def _python3_kernel() -> None:
     """Make sure the `python3` kernel runs this interpreter (install it into sys.prefix if not)."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
@@ -254,65 +512,86 @@ def _python3_kernel() -> None:
     subprocess.run(cmd, check=True, capture_output=True)
 
 
-def test_eda_notebook_runs_end_to_end(tmp_path):
+def _papermill(tmp_path: Path, params: dict):
+    """notebooks/01_eda.ipynb executed by papermill into tmp_path; (notebook, what a reader reads:
+    the markdown cells and every output's text)."""
     papermill = pytest.importorskip("papermill")
     _python3_kernel()
-    data, out = tmp_path / "data", tmp_path / "eda"
-    data.mkdir()
-    tiny_frame(60).to_csv(data / "train.csv", index=False)
-    tiny_frame(7, seed=9).drop(columns=["target", "standard_error"]).to_csv(
-        data / "test.csv", index=False
-    )
     nb = papermill.execute_notebook(
-        str(ROOT / "notebooks" / "01_eda.ipynb"),
-        str(tmp_path / "01_eda.out.ipynb"),
-        parameters=dict(data_dir=str(data), out_dir=str(out)),
-        cwd=str(ROOT / "notebooks"),
-        kernel_name="python3",
-        language="python",
-        progress_bar=False,
+        str(ROOT / "notebooks" / "01_eda.ipynb"), str(tmp_path / "01_eda.out.ipynb"), parameters=params,
+        cwd=str(ROOT / "notebooks"), kernel_name="python3", language="python", progress_bar=False,
     )
+    text = "\n".join([c.source for c in nb.cells if c.cell_type == "markdown"]
+                     + [o.get("text", "") for c in nb.cells for o in c.get("outputs", [])])
+    return nb, text
+
+
+def test_eda_notebook_runs_end_to_end_on_commonlit(tmp_path):
+    data, out = real_dir("commonlit"), tmp_path / "eda"
+    nb, text = _papermill(tmp_path, dict(data_dir=str(data), out_dir=str(out), max_rows=400))
     for name in FIGURES:
         assert (out / name).stat().st_size > 5000, name
     baselines = json.loads((out / "baselines.json").read_text())
     assert baselines.pop("metric") == "rmse"
     assert set(baselines) == {"predict the mean", "readability features + ridge", "TF-IDF 1-2 grams + ridge"}
     assert all(math.isfinite(v) and v > 0 for v in baselines.values())
-    train = tiny_frame(60)
-    expected = eda.baseline_cv(COMMONLIT, train, make_folds(train, 5, 42))[TFIDF][0]
-    assert baselines["TF-IDF 1-2 grams + ridge"] == pytest.approx(expected)
+    train = read_table(COMMONLIT, data).sample(n=400, random_state=42).reset_index(drop=True)
+    folds = competition_folds(COMMONLIT, train, 5, 42)
+    expected = eda.baseline_cv(COMMONLIT, train, folds)
+    assert baselines["TF-IDF 1-2 grams + ridge"] == pytest.approx(expected[TFIDF][0])
+    assert baselines["predict the mean"] == pytest.approx(expected[MEAN][0])
     for name in ("tfidf-ridge", "readability-ridge"):  # blendable: the training folds' OOF
         oof = runs.read_oof(out / "baselines" / name).frame
-        train = tiny_frame(60)
-        assert oof["id"].tolist() == train["id"].tolist()
-        assert oof["fold"].tolist() == make_folds(train, 5, 42).tolist()
-    text = "".join(
-        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-    )
-    assert "60 rows" in text and "the number every model must beat" in text
+        assert oof["id"].tolist() == train["id"].tolist() and oof["fold"].tolist() == folds.tolist()
+    assert "400 rows" in text and "Prose (median" in text
+    assert eda.bar_line(baselines, "rmse") in text  # the best of the three, whichever it is
     images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) >= len(FIGURES)  # each figure is also shown, not only saved
 
 
+def test_eda_notebook_on_us_patent_reads_as_a_phrase_task(tmp_path):
+    """Three short columns grouped by anchor, scored by Pearson: words per column and rows per
+    anchor, no readability (one line says why), the constant at exactly 0 beside TF-IDF, the bar
+    named by its score; not a word of CommonLit's."""
+    data, out = real_dir(PATENT), tmp_path / "eda"
+    comp = patent(data)
+    nb, text = _papermill(tmp_path, dict(competition=comp.as_parameter(), data_dir=str(data), out_dir=str(out),
+                                         max_rows=3000))
+    made = sorted(p.name for p in out.glob("*.png"))
+    assert made == sorted(["target_distribution.png", "text_lengths.png", "column_lengths.png", "group_sizes.png",
+                           "extremes.png", "baselines.png"])
+    baselines = json.loads((out / "baselines.json").read_text())
+    assert baselines.pop("metric") == "pearson"
+    assert baselines["predict the mean"] == 0.0 and baselines["TF-IDF 1-2 grams + ridge"] > 0.05
+    assert list(out.joinpath("baselines").iterdir()) == [out / "baselines" / "tfidf-ridge"]
+    assert "No readability formulas: the input is 3 columns of short phrases" in text
+    assert re.search(r"anchor: \d+ values, median \d+ rows each", text)
+    assert eda.bar_line(baselines, "pearson") in text
+    assert not re.search(r"commonlit|easier|harder|excerpt", text, re.I)
+
+
 @pytest.mark.parametrize("slug,figures,metric", [
     ("feedback-prize-english-language-learning", ["target_correlations.png"], "mcrmse"),
-    ("nlp-getting-started", [], "f1"),
+    ("nlp-getting-started", ["column_lengths.png"], "f1"),
+    ("multilabel", ["label_cooccurrence.png"], "roc_auc"),
 ])
 def test_eda_notebook_adapts_to_the_task(slug, figures, metric, tmp_path):
-    """Several targets: each one's distribution and their correlations; classes: the balance;
-    no readability formulas nor standard error; baselines in the competition's metric."""
-    papermill = pytest.importorskip("papermill")
+    """Several targets: each one's distribution and their correlations; classes: the counts, and
+    the words of each text column; several labels: prevalence and co-occurrence; no readability
+    formulas nor standard error; baselines in the competition's metric."""
     from test_competition import tiny_data
 
-    _python3_kernel()
-    data, out = tiny_data(slug, tmp_path / "data", 40), tmp_path / "eda"
-    papermill.execute_notebook(
-        str(ROOT / "notebooks" / "01_eda.ipynb"), str(tmp_path / "01_eda.out.ipynb"),
-        parameters=dict(competition=slug, data_dir=str(data), out_dir=str(out), folds=2),
-        cwd=str(ROOT / "notebooks"), kernel_name="python3", language="python", progress_bar=False,
-    )
+    if slug == "multilabel":
+        data, competition = tmp_path / "data", MULTILABEL.as_parameter()
+        data.mkdir()
+        multilabel_frame().to_csv(data / "train.csv", index=False)
+    else:
+        data, competition = tiny_data(slug, tmp_path / "data", 40), slug
+    out = tmp_path / "eda"
+    _, text = _papermill(tmp_path, dict(competition=competition, data_dir=str(data), out_dir=str(out), folds=2))
     made = sorted(p.name for p in out.glob("*.png"))
     assert made == sorted(["target_distribution.png", "text_lengths.png", "extremes.png", "baselines.png", *figures])
     baselines = json.loads((out / "baselines.json").read_text())
     assert baselines.pop("metric") == metric and len(baselines) == 2
     assert all(math.isfinite(v) for v in baselines.values())
+    assert eda.bar_line(baselines, metric) in text and "No readability formulas" in text

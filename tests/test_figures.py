@@ -119,6 +119,65 @@ def test_run_figures_read_the_run_through_its_home(tiny_csv, tiny_bert, tmp_path
     # Class probabilities have no scatter of a value against its prediction.
     comp = load_competition("nlp-getting-started")
     df = read_table(comp, tiny_data(comp.slug, tmp_path / "tweets", 20))
-    eda.write_oof_run(tmp_path / "tweets", comp, df, folds, eda.baseline_cv(comp, df, folds)["predict the most frequent class"][1])
+    eda.write_oof_run(tmp_path / "tweets", comp, df, folds, eda.baseline_cv(comp, df, folds)["predict the class shares"][1])
     with pytest.raises(ValueError, match="class probabilities"):
         plots.oof_scatter(tmp_path / "tweets")
+
+
+def test_a_multilabel_runs_oof_figures_are_probabilities_per_label(tmp_path):
+    """A multilabel run's oof.csv (MULTILABEL.oof_frame: each 0/1 label beside prob_<label>) is no
+    value against its prediction: notebook 02's oof_scatter of each label draws the predicted
+    probability of the rows without the label and of those with it, scored in the run's metric
+    (ROC AUC), never called RMSE nor an identity line."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+    import pytest
+    from sklearn.metrics import roc_auc_score
+
+    from utils import ensemble, runs
+    from utils.competition import Competition
+    from utils.objective import MULTILABEL, objective_of
+
+    labels = ("toxic", "obscene", "threat")
+    comp = Competition(slug="jigsaw-toxic-comment-classification-challenge", id_col="id",
+                       text_cols=("comment_text",), target_cols=labels, task="multilabel")
+    assert objective_of(comp) is MULTILABEL
+    rng = np.random.default_rng(0)
+    n = 200
+    y = (rng.random((n, 3)) < [0.3, 0.1, 0.02]).astype(int)
+    prob = np.clip(0.6 * y + rng.uniform(0, 0.5, (n, 3)), 0, 1)  # better than chance, not perfect
+    df = pd.DataFrame({"id": [f"c{i}" for i in range(n)], "comment_text": "a comment",
+                       **{c: y[:, j] for j, c in enumerate(labels)}})
+    folds = np.arange(n) % 4
+    frame = MULTILABEL.oof_frame(df["id"], df, y, prob, list(labels), None, folds)
+    run = tmp_path / "multilabel-run"
+    runs.write_oof(run, frame)
+    runs.write_folds(run, df["id"], folds)
+    runs.write_metrics(run, {"competition": comp.to_dict(), "metric": comp.metric_name, "cv": 0.9})
+    for j, label in enumerate(labels):  # as notebook 02 loops over the competition's targets
+        fig = plots.oof_scatter(run, label)
+        ax = fig.axes[0]
+        title = ax.get_title()
+        assert ax.get_xlabel() == f"OOF P({label} = 1)" and "RMSE" not in title
+        assert f"roc_auc {roc_auc_score(y[:, j], prob[:, j]):.3f}" in title
+        assert f"prevalence {y[:, j].mean():.1%}" in title
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert legend == [f"{label} = 0 ({(y[:, j] == 0).sum()} rows)", f"{label} = 1 ({y[:, j].sum()} rows)"]
+        assert not ax.get_lines()  # no identity line: a probability is not a 0/1 value's estimate
+        plt.close(fig)
+    fig = plots.oof_scatter(run)  # the first label by default
+    assert fig.axes[0].get_xlabel() == "OOF P(toxic = 1)"
+    plt.close(fig)
+    # Notebook 03's figure of a blend of two such runs: scored by ROC AUC, weights per label.
+    other = tmp_path / "other-run"
+    runs.write_oof(other, MULTILABEL.oof_frame(df["id"], df, y, prob[::-1], list(labels), None, folds))
+    runs.write_folds(other, df["id"], folds)
+    runs.write_metrics(other, {"competition": comp.to_dict(), "metric": comp.metric_name, "cv": 0.5})
+    report = ensemble.blend_report([run, other])
+    fig = plots.blend_figure(report, None)
+    assert fig.axes[0].get_title() == "OOF roc_auc (higher is better)"
+    assert [t.get_text() for t in fig.axes[1].get_legend().get_texts()] == list(labels)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="not 'insult'"):
+        plots.oof_scatter(run, "insult")

@@ -1,5 +1,7 @@
-"""Exploratory analysis: text statistics, readability formulas and classic baselines (no figures:
-those are in utils.plots).
+"""Exploratory analysis: text statistics, readability formulas (for prose: readability_plan says
+whether they fit and why), facts about the targets of each shape, and classic baselines, the
+text-blind constant beside TF-IDF, the better of them the bar (no figures: those are in
+utils.plots).
 
 Word, sentence and length counts are the kit's own (regex words); syllables and the readability
 formulas come from textstat, pinned to TEXTSTAT_VERSION so the numbers do not depend on the
@@ -136,7 +138,8 @@ def text_features(texts) -> pd.DataFrame:
 
 
 def oof_predict(model, X, y, folds) -> np.ndarray:
-    """(N,) out-of-fold predictions: rows of fold k by a clone of `model` fitted on the others."""
+    """(N,) out-of-fold predictions (N, T for targets y (N, T)): rows of fold k by a clone of
+    `model` fitted on the others."""
     from sklearn.base import clone
 
     y, folds = np.asarray(y, dtype=float), np.asarray(folds)
@@ -144,10 +147,10 @@ def oof_predict(model, X, y, folds) -> np.ndarray:
         raise ValueError(f"{len(X)} inputs, {len(y)} targets and {len(folds)} folds: need one each")
     if len(np.unique(folds)) < 2:
         raise ValueError(f"need at least 2 folds, got {np.unique(folds).tolist()}")
-    oof = np.empty(len(y))
+    oof = np.empty(y.shape)
     for k in np.unique(folds):
         held = folds == k
-        oof[held] = clone(model).fit(X[~held], y[~held]).predict(X[held])
+        oof[held] = clone(model).fit(X[~held], y[~held]).predict(X[held]).reshape(oof[held].shape)
     return oof
 
 
@@ -169,7 +172,8 @@ def readability_ridge_oof(features: pd.DataFrame, y, folds, alpha: float = 1.0) 
 
 
 def tfidf_ridge_oof(texts, y, folds, alpha: float = 1.0) -> np.ndarray:
-    """(N,) OOF predictions of TF-IDF 1-2 grams + ridge; the vectorizer is fitted per fold."""
+    """(N,) OOF predictions of TF-IDF 1-2 grams + ridge ((N, T) for targets y (N, T): one ridge
+    per target on one vectorizer); the vectorizer is fitted per fold."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import Ridge
     from sklearn.pipeline import make_pipeline
@@ -202,7 +206,7 @@ def write_oof_run(folder, comp, df: pd.DataFrame, folds, oof) -> dict:
     truth, the predictions, fold, as a trained run's), its folds, and its metrics naming the
     competition, so `utils.runs.read_oof` reads its columns and `utils.ensemble` blends it with
     transformer runs trained on the same folds. `oof`: (N,) or (N, outputs) predictions, class
-    probabilities in sorted label order. Returns the metrics written."""
+    probabilities in the order baseline_cv gives them. Returns the metrics written."""
     folds = np.asarray(folds, dtype=int)
     pred = np.asarray(oof, dtype=float).reshape(len(df), -1)
     y, labels = _truth(comp, df)
@@ -227,6 +231,91 @@ def plain_texts(texts) -> list:
     return [t.replace(SEP, "\n\n") for t in joined]
 
 
+PROSE_WORDS = 50  # median words per input: below, phrases, titles or tweets, not prose
+PROSE_SENTENCES = 3  # median sentences per input: the formulas weigh words per sentence
+
+
+def column_words(comp, df: pd.DataFrame) -> pd.DataFrame:
+    """(N, text columns) words in each of the competition's text columns, per row."""
+    return pd.DataFrame({c: [len(words(t)) for t in df[c].fillna("").astype(str)] for c in comp.text_cols},
+                        index=df.index)
+
+
+def readability_plan(comp, df: pd.DataFrame) -> tuple[bool, str]:
+    """(whether the text statistics and readability formulas fit this competition, why, in one
+    line). They fit prose (a median input of at least PROSE_WORDS words and PROSE_SENTENCES
+    sentences) with one continuous target to draw them against; the formulas were made for
+    passages, and on a phrase of a few words their counts (syllables per word, words per
+    sentence) measure nothing."""
+    texts = plain_texts(comp.input_texts(df))
+    n_words = np.median([len(words(t)) for t in texts]) if texts else 0.0
+    n_sent = np.median([sentence_count(t) for t in texts]) if texts else 0.0
+    size = f"median {n_words:.0f} words and {n_sent:.0f} sentence{'s' if n_sent != 1 else ''} per row"
+    if len(comp.text_cols) > 1:
+        size += "; median words per column: " + ", ".join(
+            f"{c} {v:.0f}" for c, v in column_words(comp, df).median().items())
+    if n_words < PROSE_WORDS or n_sent < PROSE_SENTENCES:
+        what = ("short phrases" if n_words < 0.2 * PROSE_WORDS else "short texts" if n_words < PROSE_WORDS
+                else "texts of few sentences")
+        cols = f"{len(comp.text_cols)} columns of " if len(comp.text_cols) > 1 else ""
+        return False, (f"No readability formulas: the input is {cols}{what}, not prose ({size}; prose: "
+                       f"{PROSE_WORDS}+ words, {PROSE_SENTENCES}+ sentences): the formulas were made for "
+                       "passages, and their syllables per word and words per sentence of a few words or one "
+                       "sentence measure nothing")
+    if not (comp.continuous and len(comp.target_cols) == 1):
+        kind = {"classes": "class labels", "labels": f"{len(comp.target_cols)} 0/1 labels"}.get(
+            target_kind(comp), f"{len(comp.target_cols)} targets")
+        return False, (f"No readability formulas: the input is prose ({size}), but they are drawn "
+                       f"against one continuous target, and this competition has {kind}")
+    return True, f"Prose ({size}): text statistics and readability formulas against {comp.target_cols[0]!r}"
+
+
+def target_summary(comp, df: pd.DataFrame) -> list:
+    """Lines of facts about the targets: each target's mean, sd and distinct values; the class
+    shares (in the description's order); each label's prevalence; the per-row standard error
+    against the target's spread, where the description names one."""
+    kind, cols = target_kind(comp), list(comp.target_cols)
+    if kind == "classes":
+        labels = objective_of(comp).labels(df[cols[0]], order=comp.classes)
+        share = df[cols[0]].value_counts(normalize=True)
+        return [f"{cols[0]}: " + ", ".join(f"{lab} {share.get(lab, 0.0):.1%}" for lab in labels)]
+    if kind == "labels":
+        prev = df[cols].astype(float).mean()
+        none = float((df[cols].astype(float).sum(axis=1) == 0).mean())
+        return ["prevalence: " + ", ".join(f"{c} {v:.1%}" for c, v in prev.items()),
+                f"rows with no label: {none:.1%}; labels per row: {df[cols].astype(float).sum(axis=1).mean():.2f}"]
+    lines = []
+    for c in cols:
+        y = df[c].astype(float)
+        values = np.unique(y)
+        distinct = (f"{len(values)} distinct values ({', '.join(f'{v:g}' for v in values)})"
+                    if len(values) <= 10 else f"range {y.min():.2f} to {y.max():.2f}")
+        lines.append(f"{c}: mean {y.mean():.3f}, sd {y.std():.3f}, {distinct}")
+    se = comp.standard_error_col
+    if se and se in df.columns and len(cols) == 1:
+        err, sd = df.loc[df[se] > 0, se].astype(float), df[cols[0]].astype(float).std()
+        lines.append(f"{se}: median {err.median():.3f}, {err.median() / sd:.2f} of the target's sd: the labels "
+                     "are noisy, and no model's error gets far below it")
+    return lines
+
+
+def group_sizes(comp, df: pd.DataFrame) -> pd.Series:
+    """Rows per value of the column the folds group by (comp.group_col), largest first."""
+    if not comp.group_col:
+        raise ValueError(f"{comp.slug}: its folds are {comp.folds!r}, grouped by no column")
+    return df[comp.group_col].astype(str).value_counts()
+
+
+def label_cooccurrence(comp, df: pd.DataFrame) -> pd.DataFrame:
+    """(L, L) of several 0/1 labels: row a, column b = the share of rows labelled a that are also
+    labelled b (diagonal 1; NaN for a label no row has)."""
+    y = df[list(comp.target_cols)].astype(float)
+    both = y.T @ y  # (L, L) rows with both labels
+    n = np.diag(both.to_numpy())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return both.div(np.where(n > 0, n, np.nan), axis=0)
+
+
 def token_lengths(texts, tokenizer=None) -> tuple[np.ndarray, str]:
     """(length of each input text, the unit): tokens of `tokenizer` (a loaded tokenizer, special
     tokens included, as the model counts them), else regex words when no tokenizer is at hand."""
@@ -241,16 +330,69 @@ def token_lengths(texts, tokenizer=None) -> tuple[np.ndarray, str]:
     return np.array([len(ids) for ids in enc["input_ids"]]), "tokens"
 
 
+CONSTANT = {  # the text-blind baseline of each kind of target (target_kind)
+    "values": "predict the mean",
+    "classes": "predict the class shares",
+    "labels": "predict each label's prevalence",
+}
+
+
+def target_kind(comp) -> str:
+    """What the competition's targets are, as its objective trains them: "values" (one value per
+    target: regression), "classes" (one class label per row) or "labels" (several 0/1 labels, a
+    probability each)."""
+    obj = objective_of(comp)
+    return "classes" if obj.classes else "values" if "values" in obj.scores else "labels"
+
+
+def constant_oof(comp, df: pd.DataFrame) -> np.ndarray:
+    """(N, outputs) the same prediction for every row, blind to the text: the training targets'
+    mean, the class shares (in the order training gives the classes) or each label's prevalence.
+
+    One value for all rows, not one per fold: fitted on each fold's other rows, the values would
+    differ by noise from fold to fold, which a correlation, a ROC AUC or a fitted threshold reads as
+    signal (on US Patent, Pearson -0.003 instead of 0; on the tweets, F1 0.41 instead of the
+    always-positive 0.60). The held-out rows count in the mean: on CommonLit its RMSE moves in the
+    fourth decimal."""
+    y, labels = _truth(comp, df)
+    n_out = len(labels) if labels is not None else y.shape[1]
+    mean = objective_of(comp).target_mean(y, n_out, n_out)
+    return np.tile(mean, (len(df), 1))
+
+
+def tfidf_labels_oof(texts, y, folds, C: float = 4.0) -> np.ndarray:
+    """(N, L) OOF probabilities of TF-IDF 1-2 grams + logistic regression, one per 0/1 label column
+    of y (N, L); a label that one training side never shows gets that side's constant."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    texts, y, folds = np.asarray(texts, dtype=object), np.asarray(y, dtype=int), np.asarray(folds)
+    oof = np.zeros(y.shape, dtype=float)
+    for k in np.unique(folds):
+        held = folds == k
+        vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+        x_fit, x_held = vec.fit_transform(texts[~held]), vec.transform(texts[held])
+        for j in range(y.shape[1]):
+            seen = y[~held, j]
+            if seen.min() == seen.max():
+                oof[held, j] = seen[0]
+                continue
+            model = LogisticRegression(C=C, max_iter=2000).fit(x_fit, seen)
+            oof[held, j] = model.predict_proba(x_held)[:, 1]
+    return oof
+
+
 def baseline_cv(comp, df: pd.DataFrame, folds=None, *, n_folds: int = 5, seed: int = 42,
                 alpha: float = 1.0) -> dict:
     """The classic baselines of a competition, on the training folds, in its metric (a rule
-    metric: each fold's rule fitted on the other folds): predict the mean (or the most frequent
-    class), and TF-IDF 1-2 grams + ridge per target (or + logistic regression). {name: (score,
-    OOF predictions (N, outputs))}; class probabilities in sorted label order.
+    metric: each fold's rule fitted on the other folds): the text-blind constant (CONSTANT: the
+    mean, the class shares, or each label's prevalence; constant_oof), and TF-IDF 1-2 grams +
+    ridge per target (or + logistic regression: per class, or per label). {name: (score, OOF
+    predictions (N, outputs))}, the constant first; class probabilities in the order training
+    gives the classes. The better of the two is the bar a model has to beat (`bar`).
 
     `folds`: fold per row; None makes them with competition_folds(comp, df, n_folds, seed), as training does.
     """
-    from sklearn.dummy import DummyClassifier
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
@@ -259,31 +401,52 @@ def baseline_cv(comp, df: pd.DataFrame, folds=None, *, n_folds: int = 5, seed: i
     folds = _folds(comp, df, folds, n_folds, seed)
     texts = np.asarray(plain_texts(comp.input_texts(df)), dtype=object)
     y, labels = _truth(comp, df)
-    out = {}
-    if labels is not None:
-        for name, make in (("predict the most frequent class", lambda: DummyClassifier(strategy="prior")),
-                           ("TF-IDF 1-2 grams + logistic regression", lambda: make_pipeline(
-                               TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
-                               LogisticRegression(C=4.0, max_iter=2000)))):
-            oof = np.zeros((len(y), len(labels)))
-            for k in np.unique(folds):
-                held = folds == k
-                model = make().fit(texts[~held], y[~held])
-                oof[np.ix_(held, model.classes_)] = model.predict_proba(texts[held])
-            out[name] = (metric.honest_score(y, oof, folds)[0], oof)
-        return out
-    means = np.stack([mean_oof(y[:, j], folds) for j in range(y.shape[1])], axis=1)
-    tfidf = np.stack([tfidf_ridge_oof(texts.astype(str), y[:, j], folds, alpha) for j in range(y.shape[1])], axis=1)
-    for name, oof in (("predict the mean", means), ("TF-IDF 1-2 grams + ridge", tfidf)):
-        out[name] = (metric.honest_score(y, oof, folds)[0], oof)
-    return out
+    kind = target_kind(comp)
+    if kind == "classes":
+        name = "TF-IDF 1-2 grams + logistic regression"
+        tfidf = np.zeros((len(y), len(labels)))
+        for k in np.unique(folds):
+            held = folds == k
+            model = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+                                  LogisticRegression(C=4.0, max_iter=2000)).fit(texts[~held], y[~held])
+            tfidf[np.ix_(held, model.classes_)] = model.predict_proba(texts[held])
+    elif kind == "labels":
+        name, tfidf = "TF-IDF 1-2 grams + logistic regression", tfidf_labels_oof(texts, y, folds)
+    else:
+        name = "TF-IDF 1-2 grams + ridge"
+        tfidf = tfidf_ridge_oof(texts.astype(str), y, folds, alpha)
+    return {n: (metric.honest_score(y, oof, folds)[0], oof)
+            for n, oof in ((CONSTANT[kind], constant_oof(comp, df)), (name, tfidf))}
+
+
+def bar(scores: dict, metric_name: str) -> tuple[str, float]:
+    """(name, score) of the best baseline by the metric's direction: the bar a model has to beat.
+    `scores`: {name: score} or baseline_cv's {name: (score, OOF)}."""
+    metric = get_metric(metric_name)
+    scores = {k: v[0] if isinstance(v, tuple) else v for k, v in scores.items()}
+    pick = max if metric.greater_is_better else min
+    name = pick(scores, key=scores.get)
+    return name, float(scores[name])
+
+
+def bar_line(scores: dict, metric_name: str) -> str:
+    """One sentence naming the bar (the best baseline, whichever it is) beside the others' scores."""
+    metric = get_metric(metric_name)
+    scores = {k: v[0] if isinstance(v, tuple) else v for k, v in scores.items()}
+    name, best = bar(scores, metric_name)
+    others = ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if k != name)
+    better = "higher" if metric.greater_is_better else "lower"
+    blind = ": ignoring the text beats every baseline that reads it" if name in CONSTANT.values() else ""
+    return (f"The bar, the number every model must beat: {name}, CV {metric.title or metric.name} "
+            f"{best:.4f} ({better} is better; {others or 'no other baseline'}){blind}")
 
 
 def _truth(comp, df: pd.DataFrame) -> tuple[np.ndarray, list | None]:
-    """(truth, labels) as the metrics take them: class indices (N,) and the sorted class labels,
-    or the targets (N, T) and None."""
+    """(truth, labels) as the metrics take them: class indices (N,) and the class labels in the
+    order training gives them (the description's `classes`, else sorted), or the targets (N, T)
+    (values, or 0/1 labels) and None."""
     obj, targets = objective_of(comp), list(comp.target_cols)
-    labels = obj.labels(df[targets[0]])  # as training orders them
+    labels = obj.labels(df[targets[0]], order=comp.classes)  # as training orders them
     if labels is None:
         return df[targets].to_numpy(dtype=float), None
     return obj.targets(df, targets, labels), labels

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 from matplotlib import cm, colors
 
-from . import runs
-from .eda import FORMULAS, LABELS, STATS, TEXTSTAT_VERSION, text_stats
+from . import eda, runs
+from .eda import FORMULAS, LABELS, STATS, TEXTSTAT_VERSION, sentence_count, words
 from .files import atomic_file, fold_dirs
 from .metrics import get_metric
 from .objective import objective_of
@@ -136,10 +136,12 @@ def learning_curves(run):
 
 @styled
 def oof_scatter(run, target: str = ""):
-    """Out-of-fold predictions of one regression target (default: the run's first) against the
-    truth, coloured by fold, with the identity line; the columns are those of the run's
-    competition (utils.runs.read_oof; `target` also names the target of a baseline folder that
-    records none)."""
+    """Out-of-fold predictions of one target (default: the run's first) against the truth, the
+    columns those of the run's competition (utils.runs.read_oof; `target` also names the target of
+    a baseline folder that records none). A value: a scatter coloured by fold, with the identity
+    line, RMSE and r. A 0/1 label predicted as a probability (several labels): the predicted
+    probability's histogram for the rows without the label and for those with it, scored in the
+    run's metric on that label."""
     from .metrics import rmse
 
     oof = runs.read_oof(run, target or "target")
@@ -150,6 +152,8 @@ def oof_scatter(run, target: str = ""):
     if target not in oof.truth:
         raise ValueError(f"{run} predicts {', '.join(oof.truth)}, not {target!r}")
     df, pred = oof.frame, oof.preds[oof.truth.index(target)]
+    if "values" not in oof.objective.scores:  # a probability per 0/1 label
+        return _label_histogram(run, df, target, pred, oof.metric)
     fig, ax = plt.subplots(figsize=(6, 6))
     for k, part in df.groupby("fold"):
         ax.scatter(part[target], part[pred], s=10, alpha=0.6, label=f"fold {k}")
@@ -160,6 +164,25 @@ def oof_scatter(run, target: str = ""):
            title=f"{Path(run).name}: OOF RMSE {rmse(df[target], df[pred]):.3f}, r = {r:.3f}")
     ax.set_aspect("equal")
     ax.legend(loc="upper left")
+    return fig
+
+
+def _label_histogram(run, df: pd.DataFrame, target: str, pred: str, metric_name: str):
+    """The OOF probability of one 0/1 label, split by the truth (oof_scatter of a multilabel run)."""
+    metric = get_metric(metric_name)
+    y, p = df[target].to_numpy(dtype=float), df[pred].to_numpy(dtype=float)
+    score = metric.score(y[:, None], p[:, None]) if not metric.rule else float("nan")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    bins = np.linspace(0, 1, 26)
+    for value, color in ((0, "#98c1d9"), (1, HARD_COLOR)):
+        part = p[y == value]
+        ax.hist(part, bins=bins, color=color, alpha=0.7, edgecolor="white",
+                label=f"{target} = {value} ({len(part)} rows)")
+    ax.set_yscale("log" if min((y == 0).sum(), (y == 1).sum()) < 0.05 * len(y) else "linear")
+    ax.set(xlabel=f"OOF P({target} = 1)", ylabel="rows", xlim=(0, 1),
+           title=f"{Path(run).name}: {target}, prevalence {y.mean():.1%}, OOF {metric.name} "
+                 f"{score:.3f}")
+    ax.legend(frameon=False, loc="upper center")
     return fig
 
 
@@ -342,6 +365,11 @@ def pseudo_figure(pseudo: pd.DataFrame, output: str, train_target=None, max_std=
 # ----------------------------------------------------------------------------- EDA
 
 
+def _name(target) -> str:
+    """The name of a target given as a Series (else "target")."""
+    return str(getattr(target, "name", None) or "target")
+
+
 def _pearson(x, y) -> float:
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(x) < 2 or x.std() == 0 or y.std() == 0:
@@ -356,16 +384,16 @@ def _points(n: int) -> dict:
 
 @styled
 def plot_distributions(df: pd.DataFrame, target: str, se_col: str) -> plt.Figure:
-    """Histograms of the target (CommonLit's: easiness) and its per-row standard error (`se_col`);
-    a reference row (se 0) is left out."""
+    """Histograms of the target and its per-row standard error (`se_col`); rows of standard error 0
+    (a reference row) are left out of the second."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
     y = df[target]
     a.hist(y, bins=40, color=NEUTRAL_COLOR, alpha=0.85, edgecolor="white")
     a.axvline(y.mean(), color="black", ls="--", lw=1.2, label=f"mean {y.mean():.2f}")
     a.set(
-        title=f"target: mean {y.mean():.2f}, sd {y.std():.2f} (n = {len(y)})",
-        xlabel="target  (← harder · easier →)",
-        ylabel="excerpts",
+        title=f"{target}: mean {y.mean():.2f}, sd {y.std():.2f} (n = {len(y)})",
+        xlabel=target,
+        ylabel="rows",
     )
     a.legend(frameon=False)
     se = df.loc[df[se_col] > 0, se_col]
@@ -374,16 +402,16 @@ def plot_distributions(df: pd.DataFrame, target: str, se_col: str) -> plt.Figure
     dropped = int((df[se_col] <= 0).sum())
     note = f"; {dropped} row with se 0 left out" if dropped == 1 else ""
     note = f"; {dropped} rows with se 0 left out" if dropped > 1 else note
-    b.set(title=f"standard error of the target{note}", xlabel="standard_error", ylabel="excerpts")
+    b.set(title=f"standard error of {target}{note}", xlabel=se_col, ylabel="rows")
     b.legend(frameon=False)
     fig.suptitle("Target and label noise", fontsize=14, fontweight="bold")
     return fig
 
 
 @styled
-def plot_target_vs_se(df: pd.DataFrame, target: str, se_col: str) -> plt.Figure:
-    """Scatter of the standard error (`se_col`) vs the target: on CommonLit, extreme excerpts were
-    judged with more uncertainty."""
+def plot_target_vs_se(df: pd.DataFrame, target: str, se_col: str, id_col: str = "id") -> plt.Figure:
+    """Scatter of the standard error (`se_col`) vs the target, with a quadratic fit: whether some
+    targets were judged with more uncertainty than others (rows of standard error 0 left out)."""
     fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
     keep = (df[se_col] > 0).to_numpy()
     x, se = df.loc[keep, target], df.loc[keep, se_col]
@@ -395,20 +423,21 @@ def plot_target_vs_se(df: pd.DataFrame, target: str, se_col: str) -> plt.Figure:
         ax.legend(frameon=False, loc="upper center")
     ref = df.loc[~keep]
     if len(ref):
-        ids = ", ".join(ref["id"].astype(str).head(3))
+        ids = ", ".join(ref[id_col].astype(str).head(3)) if id_col in ref.columns else ""
+        rows = "1 row" if len(ref) == 1 else f"{len(ref)} rows"
         ax.text(
             0.01,
             0.01,
-            f"not shown: the reference excerpt {ids} (target 0, standard error 0)",
+            f"not shown: {rows} of standard error 0" + (f" ({ids})" if ids else ""),
             transform=ax.transAxes,
             fontsize=8.5,
             color="dimgray",
             va="bottom",
         )
     ax.set(
-        title="Standard error vs target: the extremes are the least certain",
-        xlabel="target  (← harder · easier →)",
-        ylabel="standard_error",
+        title=f"Standard error vs {target}",
+        xlabel=target,
+        ylabel=se_col,
     )
     return fig
 
@@ -417,7 +446,9 @@ def plot_target_vs_se(df: pd.DataFrame, target: str, se_col: str) -> plt.Figure:
 def plot_features_vs_target(
     features: pd.DataFrame, target, columns, title: str, ncols: int = 4
 ) -> plt.Figure:
-    """Grid of feature-vs-target scatters with a least-squares line; Pearson r in each title."""
+    """Grid of feature-vs-target scatters with a least-squares line; Pearson r in each title
+    (green: the target rises with the feature, red: it falls). `target`: a named Series (its name
+    labels the axis) or an array."""
     columns = [c for c in columns if c in features.columns]
     nrows = -(-len(columns) // ncols)
     fig, axes = plt.subplots(
@@ -436,7 +467,7 @@ def plot_features_vs_target(
         ax.set_title(f"{LABELS.get(col, col)}\nr = {r:+.2f}", fontsize=10, color=color)
         ax.set_xlabel(col, fontsize=8, color="dimgray")
     for ax in axes[:, 0]:
-        ax.set_ylabel("target (higher = easier)")
+        ax.set_ylabel(_name(target))
     for ax in axes.flat[len(columns) :]:
         ax.set_visible(False)
     fig.suptitle(title, fontsize=14, fontweight="bold")
@@ -446,9 +477,7 @@ def plot_features_vs_target(
 @styled
 def plot_stats_vs_target(features: pd.DataFrame, target) -> plt.Figure:
     """Length, sentence and word statistics vs target (grid, r in titles)."""
-    return plot_features_vs_target(
-        features, target, STATS, "Text statistics vs target: longer words and sentences → harder"
-    )
+    return plot_features_vs_target(features, target, STATS, f"Text statistics vs {_name(target)}")
 
 
 @styled
@@ -458,7 +487,7 @@ def plot_readability_vs_target(features: pd.DataFrame, target) -> plt.Figure:
         features,
         target,
         FORMULAS,
-        f"Readability formulas vs target (textstat {TEXTSTAT_VERSION})",
+        f"Readability formulas vs {_name(target)} (textstat {TEXTSTAT_VERSION})",
     )
 
 
@@ -481,9 +510,10 @@ def plot_correlations(features: pd.DataFrame, target) -> plt.Figure:
         )
     ax.axvline(0, color="black", lw=0.8)
     ax.set_xlim(-1.1, 1.1)
+    name = _name(target)
     ax.set(
-        title="Correlation with target (green: easier as it grows, red: harder)",
-        xlabel="Pearson r with target",
+        title=f"Correlation with {name} (green: {name} rises with it, red: falls)",
+        xlabel=f"Pearson r with {name}",
     )
     return fig
 
@@ -500,60 +530,47 @@ def plot_extremes(
     df: pd.DataFrame, *, text_col: str, target_col: str, n: int = 3, chars: int = 900, width: int = 92,
     names=("Highest", "Lowest"), title: str = "",
 ) -> plt.Figure:
-    """The n highest-`target_col` (left: CommonLit's easiest) and n lowest (right) texts of
-    `text_col`, wrapped, with the target and counts."""
-    order = df.sort_values(target_col)
+    """The n highest-`target_col` (left) and n lowest (right) texts of `text_col`, wrapped, with
+    the target and counts (words; per sentence and per word when a text has several sentences)."""
+    order = df.sort_values(target_col, kind="stable")
     n = max(1, min(n, len(df) // 2 or 1))
-    columns = [
-        (names[0], order.tail(n).iloc[::-1], EASY_COLOR, "#e9f5f3"),
-        (names[1], order.head(n), HARD_COLOR, "#fbecea"),
-    ]
-    fig, axes = plt.subplots(n, 2, figsize=(17, 2.8 * n + 0.6), squeeze=False)
-    for col, (name, rows, color, bg) in enumerate(columns):
+    columns = [(names[0], order.tail(n).iloc[::-1]), (names[1], order.head(n))]
+    return _text_panels(columns, text_col, lambda r: f"{target_col} {r[target_col]:+.2f}",
+                        title or f"The texts with the highest and lowest {target_col}", n, chars, width)
+
+
+def _text_panels(columns, text_col: str, value, title: str, n: int, chars: int = 900,
+                 width: int = 92) -> plt.Figure:
+    """Two columns of up to n wrapped texts: [(name, rows)], the left green, the right red; each
+    text headed by its name, rank, `value(row)` and counts; each row of panels as tall as its
+    longest text."""
+    columns = [(name, rows.head(n)) for name, rows in columns]
+    blocks = [[_excerpt_block(str(t), chars, width) for t in rows[text_col]] for _, rows in columns]
+    lines = [max((b[i].count("\n") + 1 for b in blocks if i < len(b)), default=1) for i in range(n)]
+    heights = [0.75 + 0.19 * k for k in lines]  # inches: the heading, then the text's lines
+    fig, axes = plt.subplots(n, 2, figsize=(17, sum(heights) + 0.7), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for col, ((name, rows), (color, bg)) in enumerate(zip(columns, [(EASY_COLOR, "#e9f5f3"),
+                                                                   (HARD_COLOR, "#fbecea")])):
         for i, (_, r) in enumerate(rows.iterrows()):
             ax = axes[i, col]
             ax.set_axis_off()
-            s = text_stats(r[text_col])
-            head = (
-                f"{name} #{i + 1}   {target_col} {r[target_col]:+.2f}   "
-                f"{s['words']} words · {s['mean_sentence_length']:.0f} words/sentence · "
-                f"{s['mean_word_length']:.1f} letters/word"
-            )
-            ax.text(
-                0,
-                1,
-                head,
-                transform=ax.transAxes,
-                va="top",
-                fontsize=10.5,
-                fontweight="bold",
-                color=color,
-                parse_math=False,
-            )
-            ax.text(
-                0,
-                0.86,
-                _excerpt_block(str(r[text_col]), chars, width),
-                transform=ax.transAxes,
-                va="top",
-                fontsize=9,
-                family="DejaVu Serif",
-                parse_math=False,
-                linespacing=1.35,
-                bbox=dict(boxstyle="round,pad=0.6", facecolor=bg, edgecolor=color, lw=1),
-            )
+            text = str(r[text_col])
+            ws, n_sent = words(text), sentence_count(text)
+            head = "   ".join(x for x in (f"{name} #{i + 1}", value(r), f"{len(ws)} words") if x)
+            if n_sent > 1 and ws:
+                head += (f" · {len(ws) / n_sent:.0f} words/sentence · "
+                         f"{sum(len(w) for w in ws) / len(ws):.1f} letters/word")
+            ax.text(0, 1, head, transform=ax.transAxes, va="top", fontsize=10.5, fontweight="bold",
+                    color=color, parse_math=False)
+            ax.text(0.005, 1 - 0.42 / heights[i], blocks[col][i], transform=ax.transAxes, va="top",
+                    fontsize=9, family="DejaVu Serif", parse_math=False, linespacing=1.35,
+                    bbox=dict(boxstyle="round,pad=0.6", facecolor=bg, edgecolor=color, lw=1))
         for ax in axes[len(rows) :, col]:
             ax.set_axis_off()
-    fig.suptitle(title or f"The texts with the highest and lowest {target_col}", fontsize=14,
-                 fontweight="bold")
-    fig.subplots_adjust(
-        left=0.02,
-        right=0.98,
-        top=1 - 0.6 / fig.get_figheight(),
-        bottom=0.02,
-        wspace=0.08,
-        hspace=0.25,
-    )
+    fig.suptitle(title, fontsize=14, fontweight="bold")
+    fig.subplots_adjust(left=0.02, right=0.98, top=1 - 0.55 / fig.get_figheight(), bottom=0.02,
+                        wspace=0.08, hspace=0.12)
     return fig
 
 
@@ -562,16 +579,25 @@ def plot_extremes(
 
 @styled
 def plot_targets(df: pd.DataFrame, comp) -> plt.Figure:
-    """Each target's distribution (regression), or the class balance (classification), in the
-    competition's words."""
-    cols = list(comp.target_cols)
-    if objective_of(comp).classes:
-        counts = df[cols[0]].value_counts().sort_index()
+    """The targets as the competition's objective trains them: each target's distribution
+    (values), the class counts in the description's class order (classes), or each 0/1 label's
+    prevalence (several labels)."""
+    cols, kind = list(comp.target_cols), eda.target_kind(comp)
+    name = comp.title or comp.slug
+    if kind in ("classes", "labels"):
+        if kind == "classes":
+            labels = objective_of(comp).labels(df[cols[0]], order=comp.classes)
+            counts = df[cols[0]].value_counts().reindex(labels, fill_value=0)
+            title, xlabel = f"{name}: class counts of {cols[0]!r} (n = {len(df)})", cols[0]
+        else:
+            counts = df[cols].astype(float).sum().astype(int)
+            title, xlabel = f"{name}: rows with each label (n = {len(df)})", "label"
         fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(counts) + 3), 4), layout="constrained")
-        bars = ax.bar(counts.index.astype(str), counts.to_numpy(), color=NEUTRAL_COLOR)
-        ax.bar_label(bars, labels=[f"{n} ({n / len(df):.0%})" for n in counts], fontsize=9)
-        ax.set(title=f"{comp.title or comp.slug}: class balance of {cols[0]!r} (n = {len(df)})",
-               xlabel=cols[0], ylabel="rows")
+        bars = ax.bar([str(c) for c in counts.index], counts.to_numpy(), color=NEUTRAL_COLOR)
+        ax.bar_label(bars, labels=[f"{n} ({n / len(df):.1%})" for n in counts], fontsize=9)
+        ax.set(title=title, xlabel=xlabel, ylabel="rows")
+        if len(counts) > 4:
+            ax.tick_params(axis="x", rotation=20)
         return fig
     ncols = min(3, len(cols))
     nrows = -(-len(cols) // ncols)
@@ -585,9 +611,111 @@ def plot_targets(df: pd.DataFrame, comp) -> plt.Figure:
         ax.set(title=f"{col}: mean {y.mean():.2f}, sd {y.std():.2f}", xlabel=col, ylabel="rows")
     for ax in axes.ravel()[len(cols):]:
         ax.set_axis_off()
-    fig.suptitle(f"{comp.title or comp.slug}: the target{'s' if len(cols) > 1 else ''} (n = {len(df)})",
+    fig.suptitle(f"{name}: the target{'s' if len(cols) > 1 else ''} (n = {len(df)})",
                  fontsize=14, fontweight="bold")
     return fig
+
+
+@styled
+def target_figures(df: pd.DataFrame, comp) -> dict:
+    """{PNG file name: figure} of the targets, as fit the competition's shape: one continuous
+    target with a per-row standard error column: both distributions and one against the other;
+    else plot_targets; several targets: their correlations; several 0/1 labels: their
+    co-occurrence."""
+    cols, kind = list(comp.target_cols), eda.target_kind(comp)
+    se = comp.standard_error_col
+    if se and se in df.columns and comp.continuous and len(cols) == 1:
+        return {"target_distribution.png": plot_distributions(df, cols[0], se),
+                "target_vs_standard_error.png": plot_target_vs_se(df, cols[0], se, comp.id_col)}
+    figs = {"target_distribution.png": plot_targets(df, comp)}
+    if kind == "values" and len(cols) > 1:
+        figs["target_correlations.png"] = plot_target_correlations(df, comp)
+    if kind == "labels":
+        figs["label_cooccurrence.png"] = plot_label_cooccurrence(df, comp)
+    return figs
+
+
+@styled
+def plot_label_cooccurrence(df: pd.DataFrame, comp) -> plt.Figure:
+    """Several 0/1 labels: of the rows with the label of a row, the share that also has the label
+    of a column (eda.label_cooccurrence); labels that come together are learnt together."""
+    share = eda.label_cooccurrence(comp, df)
+    cols = list(share.columns)
+    fig, ax = plt.subplots(figsize=(1.1 * len(cols) + 3, 1.0 * len(cols) + 2), layout="constrained")
+    ax.imshow(share.to_numpy(dtype=float), cmap="viridis", vmin=0.0, vmax=1.0)
+    ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right")
+    ax.set_yticks(range(len(cols)), [f"{c} ({int(df[c].sum())})" for c in cols])
+    ax.grid(False)
+    for (i, j), v in np.ndenumerate(share.to_numpy(dtype=float)):
+        ax.text(j, i, "-" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=9,
+                color="white" if np.isnan(v) or v < 0.6 else "black")
+    ax.set(title=f"{comp.title or comp.slug}: of the rows with the row's label,\nthe share that also has "
+           "the column's", xlabel="also labelled", ylabel="rows labelled (count)")
+    return fig
+
+
+@styled
+def plot_column_lengths(df: pd.DataFrame, comp) -> plt.Figure:
+    """Words in each text column of a several-column input, one histogram per column."""
+    lengths = eda.column_words(comp, df)
+    cols = list(lengths.columns)
+    fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.6), squeeze=False, layout="constrained")
+    for ax, col in zip(axes[0], cols):
+        n = lengths[col]
+        bins = np.arange(n.min(), n.max() + 2) - 0.5 if n.max() - n.min() <= 40 else 40
+        ax.hist(n, bins=bins, color=NEUTRAL_COLOR, alpha=0.85, edgecolor="white")
+        ax.set(title=f"{col}: median {n.median():.0f}, max {n.max()}", xlabel="words", ylabel="rows")
+    fig.suptitle(f"{comp.title or comp.slug}: words per input column ({comp.input_description})",
+                 fontsize=13, fontweight="bold")
+    return fig
+
+
+@styled
+def plot_group_sizes(df: pd.DataFrame, comp) -> plt.Figure:
+    """Rows per value of the column the folds group by: each value's rows stay in one fold, so a
+    few large groups make uneven folds."""
+    sizes = eda.group_sizes(comp, df)
+    fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
+    ax.hist(sizes.to_numpy(), bins=min(40, max(5, sizes.nunique())), color=NEUTRAL_COLOR, alpha=0.85,
+            edgecolor="white")
+    ax.axvline(sizes.median(), color="black", ls="--", lw=1.2, label=f"median {sizes.median():.0f} rows")
+    ax.legend(frameon=False)
+    ax.set(title=f"{comp.title or comp.slug}: {len(sizes)} values of {comp.group_col!r}, "
+           f"{sizes.min()} to {sizes.max()} rows each\n(folds keep each value's rows together)",
+           xlabel=f"rows per {comp.group_col}", ylabel=f"{comp.group_col} values")
+    return fig
+
+
+@styled
+def plot_examples(df: pd.DataFrame, comp, n: int = 3) -> plt.Figure:
+    """Texts to read, as the competition's targets rank them: the highest and lowest target (or
+    mean of the targets), rows of the last and the first class in the description's order, or
+    rows with the most labels and with none. Several text columns (no template) are shown as
+    `column: text`."""
+    cols, kind = list(comp.target_cols), eda.target_kind(comp)
+    if len(comp.text_cols) > 1 and not comp.text_template:
+        parts = [df[c].fillna("").astype(str).radd(f"{c}: ") for c in comp.text_cols]
+        text = parts[0].str.cat(parts[1:], sep="   ·   ").to_numpy()
+    else:
+        text = eda.plain_texts(comp.input_texts(df))
+    shown = df.assign(_text=text)
+    name = comp.title or comp.slug
+    n = max(1, min(n, len(df) // 2 or 1))
+    if kind == "values":
+        score = cols[0] if len(cols) == 1 else f"mean of the {len(cols)} targets"
+        shown[score] = shown[cols].astype(float).mean(axis=1)
+        return plot_extremes(shown, text_col="_text", target_col=score, n=n,
+                             title=f"{name}: the texts with the highest and lowest {score}")
+    if kind == "classes":
+        labels = objective_of(comp).labels(df[cols[0]], order=comp.classes)
+        pair = [labels[-1], labels[0]]
+        columns = [(f"{cols[0]} = {lab}", shown[shown[cols[0]] == lab]) for lab in pair]
+        return _text_panels(columns, "_text", lambda r: "", f"{name}: texts of class {pair[0]} and of {pair[1]}", n)
+    count = shown[cols].astype(float).sum(axis=1)
+    order = shown.assign(_labels=count).sort_values("_labels", ascending=False, kind="stable")
+    columns = [("Most labels", order[order["_labels"] > 0]), ("No label", order[order["_labels"] == 0])]
+    named = lambda r: ", ".join(c for c in cols if r[c] == 1) or "no label"  # noqa: E731
+    return _text_panels(columns, "_text", named, f"{name}: the texts with the most labels and with none", n)
 
 
 @styled
@@ -624,15 +752,16 @@ def plot_lengths(lengths, max_len: int, unit: str = "tokens", title: str = "") -
 
 @styled
 def plot_scores(scores: dict, metric: str, greater_is_better: bool, title: str = "") -> plt.Figure:
-    """Horizontal bars of a CV score per model, the best highlighted."""
+    """Horizontal bars of a CV score per model, best at the top and highlighted: the bar."""
     items = sorted(scores.items(), key=lambda kv: kv[1] if greater_is_better else -kv[1])
-    names, values = [k for k, _ in items], [v for _, v in items]
+    names, values = [k for k, _ in items], [float(v) for _, v in items]
     fig, ax = plt.subplots(figsize=(8, 0.7 * len(items) + 1.5), layout="constrained")
     best = max(values) if greater_is_better else min(values)
     ax.barh(names, values, color=[EASY_COLOR if v == best else "#98c1d9" for v in values])
     for i, v in enumerate(values):
-        ax.text(v, i, f" {v:.4f}", va="center", fontsize=10)
-    ax.set_xlim(min(0, min(values)), max(values) * 1.2)
+        ax.text(v, i, f" {v:.4f}" + ("  ← the bar" if v == best else ""), va="center", fontsize=10)
+    lo, hi = min(0.0, min(values)), max(0.0, max(values))
+    ax.set_xlim(lo - 0.05 * (hi - lo) * (lo < 0), hi + 0.35 * (hi - lo or 1.0))
     better = "higher" if greater_is_better else "lower"
     ax.set(title=title or f"Baselines: cross-validated {metric} ({better} is better)", xlabel=metric)
     return fig
