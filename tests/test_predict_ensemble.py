@@ -37,11 +37,12 @@ def test_predict_cli_writes_checked_submission_in_test_order(two_runs, capsys):
     report = blend_report([d / "attn", d / "mean"])
     save_blend(d / "blend.json", report)
     out = d / "submission.csv"
+    test = pd.read_csv(d / "test.csv", dtype={"id": str})
+    test[["id"]].assign(target=0.0).to_csv(d / "sample_submission.csv", index=False)  # what checks it
     rc = main(["--test-csv", str(d / "test.csv"), "--runs", str(d / "attn"), str(d / "mean"),
                "--blend", str(d / "blend.json"), "--out", str(out)])
     assert rc == 0
     sub = pd.read_csv(out, dtype={"id": str})
-    test = pd.read_csv(d / "test.csv", dtype={"id": str})
     assert list(sub.columns) == ["id", "target"] and sub.id.tolist() == test.id.tolist()
     texts = test.excerpt.tolist()
     a, b = predict_run(d / "attn", texts, progress=False), predict_run(d / "mean", texts, progress=False)

@@ -6,7 +6,8 @@
 The runs know their competition (columns, input text, task, metric, submission): the test file is
 read, and the submission written, as its description says: sample_submission.csv's columns and row
 order, labels made with the decision rule fitted on the out-of-fold predictions, values clipped
-to the targets' range.
+to the targets' range. With no sample submission beside the test file it stops, unless told
+--no-sample-submission (then the test file's order, unchecked, said in a note).
 """
 
 from __future__ import annotations
@@ -215,28 +216,43 @@ def match_sample(sub: pd.DataFrame, sample_path, comp: Competition) -> pd.DataFr
     return sub.set_index(mine).loc[ids.to_numpy()].reset_index(drop=True)
 
 
+def check_sample(sample) -> Path:
+    """The sample submission's path; one line naming it when it is not there (nothing would check
+    the submission's columns and row order)."""
+    if not Path(sample).is_file():
+        raise DataError(f"no sample submission at {sample}: it checks the submission's columns and row "
+                        "order; put the competition's beside the test file, or pass --no-sample-submission "
+                        "(submit(..., sample_submission=False)) to write in the test file's order unchecked")
+    return Path(sample)
+
+
 def write_submission(path, test: pd.DataFrame, preds: np.ndarray, comp: Competition | None = None,
                      spec: dict | None = None, rule: dict | None = None, sample=None) -> pd.DataFrame:
     """Check and write the competition's submission (CommonLit's `id,target` by default), in
-    `sample` (sample_submission.csv)'s columns and order when given, else test order; atomically."""
+    `sample` (sample_submission.csv)'s columns and order (an error when that file is not there);
+    None: in test order, said in a note on stderr; atomically."""
     from .competition import load_competition
 
     comp = comp or load_competition()
     sub = submission_frame(comp, test, preds, spec, rule)
     numeric = sub.drop(columns=[comp.id_col]).select_dtypes("number")
     check_submission(sub[[comp.id_col]].join(numeric), test, comp.id_col)
-    if sample is not None and Path(sample).is_file():
-        sub = match_sample(sub, sample, comp)
+    if sample is not None:
+        sub = match_sample(sub, check_sample(sample), comp)
+    else:
+        print(f"note: no {comp.sample_submission}: the submission's columns ({', '.join(sub.columns)}) and "
+              "row order (the test file's) were not checked against one", file=sys.stderr, flush=True)
     write_csv(path, sub)
     return sub
 
 
 def submit(runs, test_csv, out="submission.csv", weights=None, blend_json=None, timings=None,
-           **kw) -> pd.DataFrame:
+           sample_submission: bool = True, **kw) -> pd.DataFrame:
     """The whole submission: the runs' competition read from them, its test file read (blank texts
     get the training mean), folds averaged and runs blended (`weights`, or blend.json's), labels
-    by the fitted rule, checked against the sample submission beside the test file, written to
-    `out`. Everything read from disk is checked before the first model loads."""
+    by the fitted rule, checked against the sample submission beside the test file (an error when
+    there is none; sample_submission=False: the test file's order, unchecked), written to `out`.
+    Everything read from disk is checked before the first model loads."""
     spec = check_runs(runs)
     comp = run_competition(runs[0])
     blend = read_blend(blend_json) if blend_json else None
@@ -245,8 +261,8 @@ def submit(runs, test_csv, out="submission.csv", weights=None, blend_json=None, 
     normalize_weights(weights, len(runs))
     rule = decision_rule(runs, blend)
     test = read_split(comp, test_csv, "test", blank="predicted as the training mean")
+    sample = check_sample(Path(test_csv).parent / comp.sample_submission) if sample_submission else None
     preds = predict(runs, comp.input_texts(test), weights, timings, **kw)
-    sample = Path(test_csv).parent / comp.sample_submission
     return write_submission(out, test, preds, comp, spec, rule, sample)
 
 
@@ -259,6 +275,9 @@ def main(argv=None) -> int:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--weights", nargs="+", type=float, help="one blend weight per run")
     g.add_argument("--blend", help=f"{BLEND} from the ensembling notebook")
+    p.add_argument("--no-sample-submission", action="store_true",
+                   help="no sample submission beside the test file: write the test file's order, the "
+                   "columns and order unchecked")
     p.add_argument("--out", default="submission.csv", help="the submission to write")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (sorted by length)")
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "fp16", "bf16"),
@@ -272,7 +291,7 @@ def main(argv=None) -> int:
         hf_logging.disable_progress_bar()
     try:
         sub = submit(args.runs, args.test_csv, args.out, args.weights, args.blend, timings,
-                     batch_size=args.batch_size, device=args.device, precision=args.precision)
+                     not args.no_sample_submission, batch_size=args.batch_size, device=args.device, precision=args.precision)
     except (DataError, ValueError, OSError) as e:
         return cli_error(e)
     for run, sec in timings.items():

@@ -1,7 +1,7 @@
 """A run folder, in one place: its files, written and read here and nowhere else, its identity,
 and the table of runs side by side.
 
-    python -m utils.runs                    # the runs folder (utils.env.runs_dir())
+    python -m utils.runs                    # ./runs (relative to the working folder, as --out is)
     python -m utils.runs runs/ other/runs   # run folders, or folders holding them
     python -m utils.runs --diff runs/a runs/b   # every setting two runs differ in
 
@@ -134,23 +134,38 @@ def remove_results(run) -> None:
 
 # Keys of metrics.json written before it had one vocabulary: (cv key, per-fold key, metric).
 OLD_KEYS = (("cv_rmse", "fold_rmse", "rmse"), ("cv_log_loss", "fold_log_loss", "log_loss"))
+# What the keys the kit reads back must hold (JSON names them: list, object, string, number).
+SHAPES = {"folds_done": (list, "a list"), "fold_score": (dict, "an object"), "seconds_per_fold": (dict, "an object"),
+          "metric": (str, "a string"), "git": (dict, "an object"), "versions": (dict, "an object"),
+          "cv": ((int, float, type(None)), "a number")}
 
 
 def read_metrics(run) -> dict:
     """metrics.json in one vocabulary: `metric`, `cv`, `fold_score` ({fold: score}, int keys), and
     `per_metric` for the loss's own figures; a run saved before it had them is read through its
-    older keys (cv_rmse, cv_log_loss). {} when the run has none yet."""
+    older keys (cv_rmse, cv_log_loss). {} when the run has none yet; one line naming the file and
+    the key when it is not metrics.json's shape."""
     path = Path(run) / METRICS
     if not path.is_file():
         return {}
     m = _read_json(path)
+    if not isinstance(m, dict):
+        raise ValueError(f"{path}: expected an object of metrics, found a {type(m).__name__} "
+                         f"({json.dumps(m)[:40]}); train the run again to rewrite it")
     if "cv" not in m:
         for cv, fold, name in OLD_KEYS:
             if cv in m:
                 m = {**m, "metric": m.get("metric", name), "cv": m[cv], "fold_score": m.get(fold, {})}
                 break
-    if isinstance(m.get("fold_score"), dict):
-        m["fold_score"] = {int(k): v for k, v in m["fold_score"].items()}
+    for key, (kind, what) in SHAPES.items():
+        if key in m and (not isinstance(m[key], kind) or isinstance(m[key], bool)):
+            raise ValueError(f"{path}: {key!r} should be {what}, found {json.dumps(m[key])[:40]}")
+    if "fold_score" in m:
+        try:
+            m["fold_score"] = {int(k): v for k, v in m["fold_score"].items()}
+        except ValueError:
+            raise ValueError(f"{path}: 'fold_score' should map fold numbers to scores, found "
+                             f"{json.dumps(m['fold_score'])[:40]}") from None
     return m
 
 
@@ -290,16 +305,27 @@ def find_runs(paths) -> tuple[list, list]:
             if skipped:
                 notes.append(f"{p}: skipped {', '.join(skipped)} (no utils.train config.json)")
         else:
-            notes.append(f"{p}: not a folder, skipped")
+            notes.append(f"{p}: {'not a folder' if p.exists() else 'no such folder'}, skipped")
     return runs, notes
 
 
+def metrics_problem(run) -> str:
+    """Why a run's metrics.json cannot be read ("" when it can, or when there is none)."""
+    try:
+        read_metrics(run)
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
 def read_run(run: Path) -> dict:
-    """One row: the run's settings, its CV and status, from config.json and metrics.json."""
-    cfg, m = read_config(run), read_metrics(run)
+    """One row: the run's settings, its CV and status, from config.json and metrics.json (a
+    malformed one: the row has its settings only, and says so)."""
+    cfg, problem = read_config(run), metrics_problem(run)
+    m = {} if problem else read_metrics(run)
     done = m.get("folds_done", [])
     todo = cfg.get("only_folds") or list(range(cfg.get("folds", 0)))
-    comp = competition(run).slug
+    comp = from_settings(cfg).slug if problem else competition(run).slug
     git = m.get("git") or {}
     version = (m.get("versions") or {}).get("kit", "")
     if git.get("commit"):
@@ -311,7 +337,9 @@ def read_run(run: Path) -> dict:
            "date": datetime.datetime.fromtimestamp(stamp.stat().st_mtime).strftime("%Y-%m-%d %H:%M"),
            "version": version.strip()}
     row["model"] = backbone_name(str(cfg.get("model", "")))
-    if not done:
+    if problem:
+        row["folds done"] = f"? ({METRICS} unreadable)"
+    elif not done:
         row["folds done"] += " (no fold finished)"
     elif len(done) < cfg.get("folds", 0):
         row["folds done"] += " (unfinished)"
@@ -361,7 +389,8 @@ def main(argv=None) -> int:
     """CLI: the table of runs, or the settings two runs differ in."""
     p = argparse.ArgumentParser(prog="python -m utils.runs", description=first_paragraph(__doc__),
                                 formatter_class=HelpFormatter)
-    p.add_argument("paths", nargs="*", help="run folders or folders of runs (empty: the runs folder)")
+    p.add_argument("paths", nargs="*", help="run folders or folders of runs (empty: ./runs, in the working "
+                   "folder, as utils.train's --out is)")
     p.add_argument("--diff", nargs=2, metavar=("RUN_A", "RUN_B"), help="list every setting two runs differ in")
     args = p.parse_args(argv)
     try:
@@ -374,13 +403,14 @@ def main(argv=None) -> int:
                 print(f"{k}: {va!r} -> {vb!r}")
             print(f"{len(rows)} setting(s) differ" if rows else "the runs' settings are the same")
             return 0
-        from .env import runs_dir
-
-        runs, notes = find_runs(args.paths or [runs_dir()])
+        paths = args.paths or ["runs"]  # relative to the working folder, as --out is
+        runs, notes = find_runs(paths)
+        notes += [f"listed without its metrics: {problem}" for problem in map(metrics_problem, runs) if problem]
         for n in notes:
             print(f"note: {n}", file=sys.stderr)
         if not runs:
-            raise FileNotFoundError(f"no run folder in {', '.join(map(str, args.paths or [runs_dir()]))}")
+            where = ", ".join(f"{Path(p).resolve()}{'' if Path(p).is_dir() else ' (missing)'}" for p in paths)
+            raise FileNotFoundError(f"no run folder in {where}")
         with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", 40):
             print(table(runs).to_string(index=False, formatters={"cv": "{:.4f}".format}))
     except (OSError, ValueError) as e:

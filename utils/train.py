@@ -6,6 +6,10 @@
 Outputs in OUT (each written atomically): fold{k}/ (self-contained model, its OOF and history;
 a fold is finished when its folder exists), folds.csv, oof.csv, metrics.json, config.json.
 Re-running the same command resumes: finished folds are skipped, an unfinished one restarts.
+
+The CV (metrics.json, each fold's checkpoint choice, the log lines) is scored on predictions as
+the submission writes them: clipped to the competition's target_range. oof.csv keeps the models'
+own outputs.
 """
 
 from __future__ import annotations
@@ -134,6 +138,14 @@ def scores(cfg: TrainConfig, y: np.ndarray, pred: np.ndarray, metric: str = "") 
     return out
 
 
+def as_submitted(comp, pred: np.ndarray) -> np.ndarray:
+    """Predictions (N, outputs) as the submission writes them: values clipped to the competition's
+    target_range (utils.objective's submission_columns), so the CV is what the submission would
+    score; class probabilities, and a competition without a range, unchanged."""
+    rng = comp.target_range
+    return pred if get_objective(comp.model_task).classes or not rng else np.clip(pred, rng[0], rng[1])
+
+
 def compute_loss(cfg: TrainConfig, preds: torch.Tensor, y: torch.Tensor, weight=None) -> torch.Tensor:
     """Training loss in fp32 (utils.objective's): preds (B, outputs), y (B, T[+1]) or (B,) class
     ids; `weight` (B,): per-row weights (pseudo rows mixed with real ones)."""
@@ -207,12 +219,35 @@ def start_trackers(accelerator, cfg: TrainConfig) -> None:
     accelerator.init_trackers(Path(cfg.out).name, config=config)
 
 
+def check_trackers(log_with: str) -> list:
+    """--log-with's tracker names; one line naming a tracker accelerate does not know, or one whose
+    package is not installed (accelerate itself would only warn, then train with no logs)."""
+    from accelerate.tracking import LOGGER_TYPE_TO_CLASS, get_available_trackers
+    from accelerate.utils import LoggerType
+
+    installed = {getattr(t, "value", t) for t in get_available_trackers()}
+    names = [n.strip() for n in log_with.split(",") if n.strip()]
+    for name in names:
+        if name == "all":
+            if not installed:
+                raise ValueError("--log-with all: no tracker's package is installed (e.g. pip install "
+                                 "tensorboard); install one, or leave --log-with out")
+        elif name not in LOGGER_TYPE_TO_CLASS:
+            raise ValueError(f"--log-with {name}: not a tracker accelerate knows; choose from "
+                             f"{', '.join(LOGGER_TYPE_TO_CLASS)}")
+        elif name in LoggerType.list() and name not in installed:  # one registered by the user brings its own
+            raise ValueError(f"--log-with {name}: its package is not installed; pip install "
+                             f"{name.replace('_', '-')}, or leave --log-with out")
+    return names
+
+
 def accelerator_for(precision: str, grad_accum: int = 1, log_with: str = "", project_dir=None):
     """An Accelerator for a --precision value (training here, masked-LM pretraining too)."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
 
     mp = accelerate_precision(precision)
+    trackers = dict(log_with=check_trackers(log_with), project_dir=str(project_dir)) if log_with else {}
     if AcceleratorState._shared_state and AcceleratorState().mixed_precision != mp:
         # A notebook or test that trains twice with different precisions in one process:
         # accelerate's state is a process-wide singleton, so it is reset between runs.
@@ -221,7 +256,6 @@ def accelerator_for(precision: str, grad_accum: int = 1, log_with: str = "", pro
     # notebook_launcher then join one gloo group (MULTI_CPU); with cpu=False each would train
     # the whole data alone and all of them would write OUT.
     cpu = not torch.cuda.is_available()
-    trackers = dict(log_with=log_with.split(","), project_dir=str(project_dir)) if log_with else {}
     accelerator = Accelerator(mixed_precision=mp, gradient_accumulation_steps=grad_accum, cpu=cpu, **trackers)
     # The kit's batch samplers have no batch size (batches vary in length) and deal_evenly()
     # already gives every process the same number of batches. accelerate before 1.14 refuses
@@ -443,7 +477,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
             end_of_epoch = i == len(dl) - 1
             if step >= next_eval or end_of_epoch or step == total:
                 pred = data.valid_ds.per_text(predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj))
-                m = scores(cfg, y_va, pred, metric.name)
+                m = scores(cfg, y_va, as_submitted(comp, pred), metric.name)  # OOF rows stay unclipped
                 improved = m["score"] < best
                 if improved:
                     best, best_pred = m["score"], pred
@@ -672,6 +706,7 @@ def summarize(cfg: TrainConfig, out: Path) -> dict:
     oof = runs.collect_oof(out)
     seconds = {k: round(runs.read_history(out, k)["seconds"], 1) for k in done}
     truth, pred = objective(cfg).oof_arrays(oof, cfg.target_cols)
+    pred = as_submitted(comp, pred)  # scored as the submission is: clipped to target_range
     folds, metric = oof["fold"].to_numpy(), get_metric(comp.metric_name)
     metrics = metric_summary(metric, truth, pred, folds)
     per_metric = own_figures(cfg, truth, pred, folds, metric)
@@ -764,6 +799,7 @@ def launch(cfg: TrainConfig, num_processes: int = 1) -> dict:
     if num_processes > 1:
         from accelerate import notebook_launcher
 
+        check_trackers(cfg.log_with)  # here, not once in each launched process
         notebook_launcher(run_cv, args=(cfg,), num_processes=num_processes)
         return runs.read_metrics(cfg.out)
     return run_cv(cfg)

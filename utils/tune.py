@@ -10,6 +10,11 @@ Trial n's run is OUT/trial<n>; the best trial is printed as the utils.train comm
 reproduces it. The tuned folds' CV flatters the setting found (it was picked on those folds'
 validation rows): tune on some folds (--only-folds 0) and judge it on the others, or keep a fold
 out of tuning altogether.
+
+Resuming (the same OUT): a trial still RUNNING in the study was left by a process that stopped
+(one tune process per study), so it is marked FAIL, said in one line, and takes no place among
+--trials; the sampler is seeded with --seed plus the number of trials the study already holds, so
+a resumed study draws new settings instead of replaying the first call's.
 """
 
 from __future__ import annotations
@@ -69,8 +74,15 @@ def tune(base, space, trials: int, out, pruner=None, sampler=None, log=print) ->
     study = optuna.create_study(
         study_name="kit", storage=f"sqlite:///{out / 'study.db'}", load_if_exists=True,
         direction="maximize" if metric.greater_is_better else "minimize",
-        sampler=sampler or optuna.samplers.TPESampler(seed=base.seed),
         pruner=pruner or optuna.pruners.MedianPruner(n_startup_trials=2))
+    stale = [t.number for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
+    for number in stale:
+        study.tell(number, state=optuna.trial.TrialState.FAIL)
+    if stale:
+        log(f"study {out / 'study.db'}: trial {', '.join(map(str, stale))} left RUNNING by a stopped process, "
+            "marked FAIL")
+    # Seeded past the trials already drawn: the same seed would replay the first call's settings.
+    study.sampler = sampler or optuna.samplers.TPESampler(seed=base.seed + len(study.trials))
 
     def objective(trial):
         params = {name: suggest(trial, name) for name in space}
@@ -88,7 +100,8 @@ def tune(base, space, trials: int, out, pruner=None, sampler=None, log=print) ->
         trial.set_user_attr("command", to_command(resolve(cfg)[0]))
         return m["cv"]
 
-    finished = lambda: [t for t in study.trials if t.state.is_finished()]  # noqa: E731
+    counted = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    finished = lambda: [t for t in study.trials if t.state in counted]  # noqa: E731
     left = trials - len(finished())
     if left > 0:
         log(f"study {out / 'study.db'}: {len(finished())} trial(s) done, {left} to run")
@@ -96,7 +109,7 @@ def tune(base, space, trials: int, out, pruner=None, sampler=None, log=print) ->
     done = finished()
     complete = [t for t in done if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
-        raise RuntimeError(f"no trial completed in {out / 'study.db'} ({len(done)} pruned or failed)")
+        raise RuntimeError(f"no trial completed in {out / 'study.db'} ({len(done)} pruned)")
     best = study.best_trial
     return {"best": best.params, "value": best.value, "metric": metric.name, "trial": best.number,
             "command": best.user_attrs.get("command"), "n_complete": len(complete),
