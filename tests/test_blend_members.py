@@ -37,7 +37,8 @@ def runs_of(folder) -> list:
 
 
 def predict_argv(d, runs, out, *extra) -> list:
-    return ["--test-csv", str(d / "test.csv"), "--runs", *map(str, runs), "--out", str(out), *map(str, extra)]
+    return ["--test-csv", str(d / "test.csv"), "--runs", *map(str, runs), "--out", str(out), "--no-sample-submission",
+            *map(str, extra)]
 
 
 def pseudo_argv(d, runs, out, *extra) -> list:

@@ -33,6 +33,7 @@ def pipeline(tmp_path_factory, tiny_bert):
     test = tiny_frame(7, seed=9).drop(columns=["target", "standard_error"])
     test.loc[2, "excerpt"] = " "  # a blank hidden-test text must not cost the submission
     test.to_csv(data / "test.csv", index=False)
+    test[["id"]].assign(target=0.0).to_csv(data / "sample_submission.csv", index=False)  # as Kaggle's data has
     log = io.StringIO()
     with contextlib.redirect_stdout(log):
         main(["--out", str(d / "sub"), "--data", str(data), "--model", tiny_bert, "--rows", "60",
@@ -114,7 +115,9 @@ def test_pseudo_notebook_then_a_student_trained_on_its_labels(tmp_path, tiny_ber
     data, runs = tmp_path / "data", tmp_path / "runs"
     data.mkdir()
     tiny_frame(60).to_csv(data / "train.csv", index=False)
-    tiny_frame(7, seed=9).drop(columns=["target", "standard_error"]).to_csv(data / "test.csv", index=False)
+    test = tiny_frame(7, seed=9).drop(columns=["target", "standard_error"])
+    test.to_csv(data / "test.csv", index=False)
+    test[["id"]].assign(target=0.0).to_csv(data / "sample_submission.csv", index=False)
     run_cv(cfg_for(data / "train.csv", runs / "teacher", tiny_bert, epochs=1, max_len=64))
     extra = tiny_frame(10, seed=7).drop(columns=["target", "standard_error"])
     extra.assign(id=[f"new{i}" for i in range(10)]).to_csv(tmp_path / "extra.csv", index=False)

