@@ -6,6 +6,7 @@ similarities of the two phrases, all scored on the same validation rows:
     python bench/patent.py kit --data DIR                 # anchor {sep} target {sep} context
     python bench/patent.py kit --data DIR --no-context    # anchor {sep} target
     python bench/patent.py kit --data DIR --pooling mean --lr 1e-4   # a variant of the recipe
+    python bench/patent.py average RUN RUN                # equal average of saved runs' fold-0 predictions
     python bench/patent.py --table                        # the saved results
 
 DIR holds the competition's train.csv. The description is the one `python -m utils.competition
@@ -123,6 +124,19 @@ def kit(data: str, context: bool, pooling: str = "attention", lr: float = 5e-5, 
             "rows_validated": int(va.sum())}
 
 
+def average(paths: list) -> dict:
+    """The equal average of saved kit runs' fold-0 predictions (nothing fitted), by id."""
+    from utils.metrics import pearson
+    from utils.runs import read_oof
+
+    oofs = [read_oof(ROOT / r).frame.set_index("id").sort_index() for r in paths]
+    if any(not o.index.equals(oofs[0].index) for o in oofs):
+        raise SystemExit("average: the runs did not validate the same rows")
+    pred = np.mean([o["pred"].to_numpy() for o in oofs], axis=0)
+    return {"model": f"equal average of {len(paths)} kit runs", "members": list(paths),
+            "pearson": pearson(oofs[0]["score"].to_numpy(), pred)}
+
+
 def load() -> dict:
     res = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     for key in ("kit", "kit_no_context"):  # the first layout: one run per key
@@ -146,16 +160,18 @@ def save(key: str, value) -> None:
 def table() -> str:
     res = load()
     lines = ["| model | input | fold-0 Pearson | note |", "| --- | --- | --- | --- |"]
-    for r in res.get("baselines", []) + res.get("runs", []):
+    for r in res.get("baselines", []) + res.get("runs", []) + res.get("averages", []):
         note = (f"lr {r['lr']:g}, {r['epochs']} epochs, max_len {r['max_len']}, {r['minutes']:.0f} min on 2 CPU cores"
-                if "minutes" in r else "a constant has no correlation: 0" if r["model"] == "predict the mean" else "")
+                if "minutes" in r else "a constant has no correlation: 0" if r["model"] == "predict the mean"
+                else "of: " + ", ".join(r["members"]) if "members" in r else "")
         lines.append(f"| {r['model']} | {r.get('input', '').replace(chr(31), '{sep}')} | {r['pearson']:.4f} | {note} |")
     return "\n".join(lines)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("arm", nargs="?", choices=("baselines", "kit"))
+    p.add_argument("arm", nargs="?", choices=("baselines", "kit", "average"))
+    p.add_argument("runs", nargs="*", help="average: the run folders (as bench/results/patent.json names them)")
     p.add_argument("--data", help="the competition's folder (train.csv)")
     p.add_argument("--no-context", action="store_true", help="the kit's input without the context column")
     p.add_argument("--pooling", default="attention")
@@ -166,7 +182,13 @@ def main() -> None:
     if a.table or not a.arm:
         print(table())
         return
-    if a.arm == "baselines":
+    if a.arm == "average":
+        res = load()
+        res["averages"] = [x for x in res.get("averages", []) if x["members"] != a.runs] + [average(a.runs)]
+        from utils.files import write_json
+
+        write_json(RESULTS, res)
+    elif a.arm == "baselines":
         save("baselines", baselines(a.data))
     else:
         save("runs", kit(a.data, not a.no_context, a.pooling, a.lr, a.epochs))
