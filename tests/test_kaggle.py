@@ -134,7 +134,8 @@ def trained(tmp_path_factory, tiny_bert):
     test = tiny_frame(9, seed=7).drop(columns=["target", "standard_error"])
     test["id"] = [f"t{i:03d}" for i in range(len(test))]
     test.to_csv(tmp / "test.csv", index=False)
-    return {"runs": runs, "blend": tmp / "blend.json", "test": tmp / "test.csv"}
+    test[["id"]].assign(target=0.0).to_csv(tmp / "sample_submission.csv", index=False)
+    return {"runs": runs, "blend": tmp / "blend.json", "test": tmp / "test.csv", "sample": tmp / "sample_submission.csv"}
 
 
 def train_other(tmp_path_factory, tiny_bert, slug: str) -> dict:
@@ -778,7 +779,7 @@ def test_submission_kernel_runs_offline(layout, which, trained, tmp_path):
     kernel = Path(out["kernels"][0]["path"])
     notebook = kernel / json.loads((kernel / "kernel-metadata.json").read_text())["code_file"]
     inp, work, cwd = tmp_path / "input", tmp_path / "working", tmp_path / "cwd"
-    _input_tree(inp, layout, out, trained["test"])
+    _input_tree(inp, layout, out, trained["test"], [trained["sample"]])
     work.mkdir()
     cwd.mkdir()
     py, env, prefix = _kernel_env(tmp_path / "k")

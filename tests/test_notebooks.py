@@ -226,6 +226,9 @@ def test_demo_without_data_stops_at_once_saying_how_to_get_it(tmp_path, monkeypa
     with pytest.raises(FileNotFoundError, match="has no train.csv"):
         find_data()
     (tmp_path / "data" / "train.csv").write_text("id\n")
+    with pytest.raises(FileNotFoundError, match="has no sample_submission.csv"):
+        find_data()
+    (tmp_path / "data" / "sample_submission.csv").write_text("id,target\n")
     assert find_data() == (tmp_path / "data").resolve()
 
 
