@@ -764,6 +764,21 @@ def _input_tree(root: Path, layout: str, bundle: dict, test_csv: Path, files=(),
             shutil.copy2(f, dst / Path(f).name)
 
 
+def _run_offline(notebook: Path, inp: Path, tmp: Path) -> Path:
+    """Execute `notebook` (a kernel's code file) with papermill on the offline kernel interpreter,
+    /kaggle/input at `inp`; the kernel's working folder (where submission.csv lands)."""
+    work, cwd = tmp / "working", tmp / "cwd"
+    work.mkdir()
+    cwd.mkdir()
+    py, env, prefix = _kernel_env(tmp / "k")
+    env.update(KAGGLE_INPUT_ROOT=str(inp), KAGGLE_WORKING_ROOT=str(work))
+    cmd = [*prefix, sys.executable, "-m", "papermill", str(notebook), str(tmp / "executed.ipynb"),
+           "-k", "kit-offline", "--cwd", str(cwd), "--no-progress-bar"]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    return work
+
+
 @pytest.mark.parametrize("layout,which", [("old", "blend"), ("new", "single")])
 def test_submission_kernel_runs_offline(layout, which, trained, tmp_path):
     sub_nb = submission_notebook(tmp_path)
@@ -845,16 +860,9 @@ def test_the_submission_kernel_of_other_competitions_runs_offline(which, request
     kernel = Path(out["kernels"][0]["path"])
     meta = json.loads((kernel / "kernel-metadata.json").read_text())
     assert meta["competition_sources"] == [comp.slug]
-    inp, work, cwd = tmp_path / "input", tmp_path / "working", tmp_path / "cwd"
+    inp = tmp_path / "input"
     _input_tree(inp, "new", out, t["test"], [t["data"] / comp.sample_submission])
-    work.mkdir()
-    cwd.mkdir()
-    py, env, prefix = _kernel_env(tmp_path / "k")
-    env.update(KAGGLE_INPUT_ROOT=str(inp), KAGGLE_WORKING_ROOT=str(work))
-    cmd = [*prefix, sys.executable, "-m", "papermill", str(kernel / meta["code_file"]),
-           str(tmp_path / "executed.ipynb"), "-k", "kit-offline", "--cwd", str(cwd), "--no-progress-bar"]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
+    work = _run_offline(kernel / meta["code_file"], inp, tmp_path)
     sub = pd.read_csv(work / "submission.csv", dtype={comp.id_col: str})
     sample = pd.read_csv(t["data"] / comp.sample_submission, dtype={comp.id_col: str})
     assert list(sub.columns) == list(sample.columns) and sub[comp.id_col].tolist() == sample[comp.id_col].tolist()
@@ -880,19 +888,12 @@ def test_the_submission_kernel_finds_a_table_of_another_dataset_offline(layout, 
     kernel = Path(out["kernels"][0]["path"])
     meta = json.loads((kernel / "kernel-metadata.json").read_text())
     assert "xhlulu/cpc-codes" in meta["dataset_sources"]
-    inp, work, cwd = tmp_path / "input", tmp_path / "working", tmp_path / "cwd"
+    inp = tmp_path / "input"
     _input_tree(inp, layout, out, t["data"] / "test.csv", [t["data"] / "sample_submission.csv"],
                 {"xhlulu/cpc-codes": [t["data"] / "titles.csv"]})
     comp_dir = inp / out["competition"] if layout == "old" else inp / "competitions" / out["competition"]
     assert (comp_dir / "test.csv").is_file() and not (comp_dir / "titles.csv").exists()
-    work.mkdir()
-    cwd.mkdir()
-    py, env, prefix = _kernel_env(tmp_path / "k")
-    env.update(KAGGLE_INPUT_ROOT=str(inp), KAGGLE_WORKING_ROOT=str(work))
-    cmd = [*prefix, sys.executable, "-m", "papermill", str(kernel / meta["code_file"]),
-           str(tmp_path / "executed.ipynb"), "-k", "kit-offline", "--cwd", str(cwd), "--no-progress-bar"]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
+    work = _run_offline(kernel / meta["code_file"], inp, tmp_path)
     sub = pd.read_csv(work / "submission.csv", dtype={"id": str})
     runs = [Path(out["models"]["path"]) / r for r in out["models"]["runs"]]
     want = submit(runs, t["data"] / "test.csv", tmp_path / "want.csv", progress=False)  # titles.csv beside

@@ -5,15 +5,13 @@ text columns, folds grouped by anchor, Pearson), several 0/1 labels, and a metri
 (the kernel has never seen its file: the description carries it)."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from test_competition import real_dir, tiny_data
-from test_kaggle import OWNER, _input_tree, _kernel_env, submission_notebook
+from test_kaggle import OWNER, _input_tree, _run_offline, submission_notebook
 from test_shapes import METRIC_PY, init, jigsaw
 from test_train import cfg_for
 
@@ -46,16 +44,9 @@ def run_kernel(t: dict, tmp: Path) -> pd.DataFrame:
                            notebooks=[submission_notebook(tmp)], wheels=None))
     kernel = Path(out["kernels"][0]["path"])
     meta = json.loads((kernel / "kernel-metadata.json").read_text())
-    inp, work, cwd = tmp / "input", tmp / "working", tmp / "cwd"
+    inp = tmp / "input"
     _input_tree(inp, "new", out, t["data"] / comp.test_file, [t["data"] / comp.sample_submission])
-    work.mkdir()
-    cwd.mkdir()
-    py, env, prefix = _kernel_env(tmp / "k")
-    env.update(KAGGLE_INPUT_ROOT=str(inp), KAGGLE_WORKING_ROOT=str(work))
-    cmd = [*prefix, sys.executable, "-m", "papermill", str(kernel / meta["code_file"]), str(tmp / "executed.ipynb"),
-           "-k", "kit-offline", "--cwd", str(cwd), "--no-progress-bar"]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
+    work = _run_offline(kernel / meta["code_file"], inp, tmp)
     kernel_sub = pd.read_csv(work / "submission.csv", dtype={comp.id_col: str})
     # What utils.predict writes here from the bundled (fp16) copies the kernel read.
     models = Path(out["models"]["path"])
