@@ -1,5 +1,5 @@
 # make test       install everything into .venv and run the tests
-# make test-tf4   the unit tests again on the oldest versions (.venv-tf4: transformers 4.57, accelerate 0.24.1, kaggle 1.8.4)
+# make test-tf4   the unit tests again on the oldest versions (.venv-tf4: transformers 4.57, accelerate 0.24.1, kaggle 1.8.4, peft 0.13.2)
 # make demo       run the four notebooks in order on all-MiniLM-L6-v2 and the data it finds
 # make data       download the competition data into data/ (needs Kaggle credentials)
 # make wheels     download textstat's wheels into wheels/ for the Kaggle code dataset
@@ -20,6 +20,7 @@ PY_TF4 := $(VENV_TF4)/bin/python
 TF4 ?= transformers==4.57.*
 ACCELERATE_FLOOR ?= accelerate==0.24.1
 KAGGLE_FLOOR ?= kaggle==1.8.4
+PEFT_FLOOR ?= peft==0.13.2
 # pip here prints many harmless "Location ... is ignored" warnings: drop them, keep pip's exit code.
 QUIET_PIP = 2>&1 | { grep -v "is ignored" || true; }; test $${PIPESTATUS[0]} -eq 0
 
@@ -42,10 +43,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	touch $@
 
 $(VENV_TF4)/.installed: requirements.txt requirements-dev.txt pyproject.toml
-	$(call make_venv,$(VENV_TF4),"$(TF4)" "$(ACCELERATE_FLOOR)" "$(KAGGLE_FLOOR)")
+	$(call make_venv,$(VENV_TF4),"$(TF4)" "$(ACCELERATE_FLOOR)" "$(KAGGLE_FLOOR)" "$(PEFT_FLOOR)")
 	$(PY_TF4) -c "import transformers as t; assert t.__version__.startswith('4.'), t.__version__"
 	$(PY_TF4) -c "import accelerate as a; assert '$(ACCELERATE_FLOOR)'.endswith('=' + a.__version__), a.__version__"
 	$(PY_TF4) -c "import importlib.metadata as m; v = m.version('kaggle'); assert '$(KAGGLE_FLOOR)'.endswith('=' + v), v"
+	$(PY_TF4) -c "import peft; assert '$(PEFT_FLOOR)'.endswith('=' + peft.__version__), peft.__version__"
 	touch $@
 
 install: $(VENV)/.installed

@@ -98,6 +98,72 @@ def build_tiny_model(folder: Path, kind: str) -> Path:
     return folder
 
 
+# Tiny random decoders of four families, each with its real tokenizer's conventions: which
+# special tokens exist, whether a start token is added, whether there is a pad token at all
+# (Llama and Mistral have none), and the padding side (Qwen2's and Gemma's tokenizers pad left
+# in some releases).
+DECODERS = {
+    "llama": dict(bos="<s>", eos="</s>", unk="<unk>", pad=None, add_bos=True, side="right"),
+    "mistral": dict(bos="<s>", eos="</s>", unk="<unk>", pad=None, add_bos=True, side="left"),
+    "qwen2": dict(bos=None, eos="<|endoftext|>", unk=None, pad="<|endoftext|>", add_bos=False, side="left"),
+    "gemma2": dict(bos="<bos>", eos="<eos>", unk="<unk>", pad="<pad>", add_bos=True, side="right"),
+}
+
+
+def build_tiny_decoder(folder: Path, family: str, hidden: int = 32) -> Path:
+    """A random 2-layer decoder of `family` (its transformers config class), `hidden` wide, with
+    a word-level tokenizer shaped like the family's real one."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import (
+        AutoModel,
+        Gemma2Config,
+        LlamaConfig,
+        MistralConfig,
+        PreTrainedTokenizerFast,
+        Qwen2Config,
+    )
+
+    t = DECODERS[family]
+    specials = list(dict.fromkeys(x for x in (t["pad"], t["unk"], t["bos"], t["eos"]) if x))
+    if family == "qwen2":  # byte-level BPE, as Qwen2's (transformers 5 rebuilds it as one)
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    else:
+        tok = Tokenizer(models.WordLevel(unk_token=t["unk"] or t["eos"]))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        trainer = trainers.WordLevelTrainer(special_tokens=specials)
+    tok.train_from_iterator([" ".join(WORDS) + " ."], trainer)
+    if t["add_bos"]:
+        bos_id = tok.token_to_id(t["bos"])
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{t['bos']} $A", pair=f"{t['bos']} $A $B:1", special_tokens=[(t["bos"], bos_id)])
+    kw = {k + "_token": t[k] for k in ("bos", "eos", "unk", "pad") if t[k]}
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=512, padding_side=t["side"], **kw)
+    ids = {k + "_token_id": tok.token_to_id(t[k]) for k in ("bos", "eos", "pad") if t[k]}
+    common = dict(vocab_size=tok.get_vocab_size(), hidden_size=hidden, intermediate_size=2 * hidden,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  max_position_embeddings=512, **ids)
+    config = {"llama": LlamaConfig, "mistral": MistralConfig, "qwen2": Qwen2Config,
+              "gemma2": Gemma2Config}[family](**common)
+    if family == "gemma2":
+        config.head_dim = hidden // 4
+    import torch
+
+    torch.manual_seed(0)  # the same random weights in every session
+    AutoModel.from_config(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_decoders(tmp_path_factory) -> dict:
+    """{family: folder of its tiny random decoder}."""
+    return {f: str(build_tiny_decoder(tmp_path_factory.mktemp(f"tiny-{f}"), f)) for f in DECODERS}
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> str:
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny-bert"), "bert"))

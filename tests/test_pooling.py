@@ -23,7 +23,7 @@ def test_padding_values_never_change_the_output(mode):
     assert torch.equal(pool(h, mask), pool(h2, mask))
     # and the output is not trivially constant: real tokens do matter
     h3 = h.clone()
-    h3[1, 0] += 1.0
+    h3[1, :4] += 1.0  # every real token of row 1
     assert not torch.equal(pool(h, mask)[1], pool(h3, mask)[1])
 
 
@@ -45,6 +45,8 @@ def test_mean_and_attention_match_hand_computation(mode):
         assert torch.allclose(out[1], h[1, :4].mean(0), atol=1e-6)
     if mode == "cls":
         assert torch.equal(out, h[:, 0])
+    if mode == "last":
+        assert torch.equal(out, torch.stack([h[0, 6], h[1, 3], h[2, 1]]))
     if mode == "attention":
         _, w = pool(h, mask, return_weights=True)
         assert torch.allclose(w.sum(-1), torch.ones(3), atol=1e-6)
@@ -115,5 +117,28 @@ def test_no_mask_means_all_tokens():
 
 
 def test_unknown_mode_lists_valid_ones():
-    with pytest.raises(ValueError, match="attention, mean, max, cls, attention\\+mean"):
+    with pytest.raises(ValueError, match="attention, mean, max, cls, last, attention\\+mean"):
         build_pooling("median", H)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_last_token_is_the_same_token_under_left_and_right_padding(dtype):
+    """The same three texts padded on the right and on the left (a decoder tokenizer's
+    padding_side="left"): "last" pools the same states; an all-padding row gives zeros."""
+    pool = build_pooling("last", H)
+    g = torch.Generator().manual_seed(1)
+    lengths = [7, 4, 2, 0]
+    texts = [torch.randn(n, H, generator=g).to(dtype) for n in lengths]
+    right = torch.zeros(4, 7, H, dtype=dtype)
+    left = torch.full((4, 7, H), 5.0, dtype=dtype)  # padding states that must not be picked
+    mask_r, mask_l = torch.zeros(4, 7, dtype=torch.long), torch.zeros(4, 7, dtype=torch.long)
+    for i, t in enumerate(texts):
+        n = len(t)
+        right[i, :n], mask_r[i, :n] = t, 1
+        if n:
+            left[i, 7 - n :], mask_l[i, 7 - n :] = t, 1
+    out_r, out_l = pool(right, mask_r), pool(left, mask_l)
+    assert torch.equal(out_r, out_l)
+    for i, t in enumerate(texts[:3]):
+        assert torch.equal(out_r[i], t[-1])
+    assert (out_r[3] == 0).all()

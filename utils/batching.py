@@ -126,12 +126,17 @@ class TextDataset(torch.utils.data.Dataset):
 
 
 class Collator:
-    """Dynamic padding: pad a batch to its longest sequence, rounded up to a multiple of 8."""
+    """Dynamic padding: pad a batch to its longest sequence, rounded up to a multiple of 8, on the
+    tokenizer's padding side ("right", or "left" as some decoders' tokenizers ask)."""
 
-    def __init__(self, pad_token_id: int, multiple: int = 8, target_dtype=torch.float32):
+    def __init__(self, pad_token_id: int, multiple: int = 8, target_dtype=torch.float32,
+                 padding_side: str = "right"):
+        if padding_side not in ("right", "left"):
+            raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
         self.pad_token_id = pad_token_id
         self.multiple = multiple
         self.target_dtype = target_dtype
+        self.left = padding_side == "left"
 
     def __call__(self, items):
         longest = max(len(x["input_ids"]) for x in items)
@@ -140,8 +145,9 @@ class Collator:
         mask = torch.zeros((len(items), width), dtype=torch.long)
         for row, x in enumerate(items):
             n = len(x["input_ids"])
-            ids[row, :n] = torch.as_tensor(x["input_ids"])
-            mask[row, :n] = 1
+            span = slice(width - n, width) if self.left else slice(0, n)
+            ids[row, span] = torch.as_tensor(x["input_ids"])
+            mask[row, span] = 1
         batch = {
             "input_ids": ids,
             "attention_mask": mask,

@@ -43,7 +43,7 @@ class TrainConfig:
     drop_reference: bool = False  # leave out the reference row (target 0, se 0) everywhere
     # --- model ---
     model: str = ""  # hub name or local folder of any AutoModel encoder (required)
-    pooling: str = "attention"  # attention | mean | max | cls | attention+mean
+    pooling: str = "attention"  # attention | mean | max | cls | last (a decoder's last real token) | attention+mean
     attention_scorer: str = "mlp"  # mlp = Linear(H,H)-Tanh-Linear(H,1); linear = Linear(H,1)
     layers: int = 1  # pool a learned mix of the last N hidden layers
     backbone_dropout: bool = False  # off by default: reported to help regression on this task
@@ -51,6 +51,11 @@ class TrainConfig:
     reinit_layers: int = 0  # re-initialise the top k encoder layers
     head_bias_mean: bool = False  # the head's bias starts at the labelled training rows' mean (log class shares), not near 0
     gradient_checkpointing: bool = False  # trade compute for memory (large models on a T4)
+    lora_r: int = 0  # >0: LoRA adapters of this rank on a frozen backbone (decoder LLMs; needs peft); 0: the whole backbone trains
+    lora_alpha: float = 0.0  # LoRA scale numerator (0: 2 x lora_r)
+    lora_dropout: float = 0.05  # dropout on LoRA's input
+    lora_targets: tuple = ()  # module names LoRA adapts, or all-linear (empty: the family's defaults, utils.backbone.FAMILIES)
+    load_in_4bit: bool = False  # QLoRA: the frozen backbone in 4-bit NF4 (CUDA and bitsandbytes; with lora_r)
     max_len: int = 256  # tokens per text, special tokens included (at most the backbone's)
     fit: str = ""  # a longer text: head = first tokens; head_tail = first quarter + end; windows = overlapping windows, predictions averaged (empty: the competition's)
     # --- folds ---
@@ -122,6 +127,12 @@ class TrainConfig:
             raise ValueError("--pseudo-epochs needs --pseudo-csv")
         if self.pseudo_csv and self.loss == "se":
             raise ValueError("--pseudo-csv needs loss mse or rmse (pseudo rows have no standard error)")
+        if self.lora_r < 0 or self.lora_alpha < 0 or not 0 <= self.lora_dropout < 1:
+            raise ValueError("lora_r and lora_alpha must be >= 0, lora_dropout in [0, 1)")
+        if self.load_in_4bit and not self.lora_r:
+            raise ValueError("--load-in-4bit needs --lora-r (a 4-bit backbone is frozen: only adapters can train)")
+        if self.lora_r and self.reinit_layers:
+            raise ValueError("--reinit-layers with --lora-r: re-initialised layers would stay frozen")
         if self.pseudo_weight < 0:
             raise ValueError(f"pseudo_weight must be >= 0, got {self.pseudo_weight}")
 
@@ -255,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="validate more often as the score falls, RMSE:STEPS pairs, e.g. "
                          "0.50:16,0.49:8,0.48:4,0:1 (empty: every --eval-every steps)")
     add_fields(p, TrainConfig, required=("train_csv", "out", "model"),
-               lists={"target_cols": str, "only_folds": int}, special={"eval_schedule": schedule})
+               lists={"target_cols": str, "only_folds": int, "lora_targets": str}, special={"eval_schedule": schedule})
     return p
 
 
@@ -295,7 +306,7 @@ def config_from_args(argv=None) -> TrainConfig:
             raise ValueError(f"--{given[0].replace('_', '-')} comes from the competition with --competition: "
                              "leave it out, or change it in a competition.json (python -m utils.competition "
                              f"show {args['competition']} > competition.json)")
-    for k in ("target_cols", "only_folds"):
+    for k in ("target_cols", "only_folds", "lora_targets"):
         args[k] = tuple(args[k])
     return TrainConfig(**args)
 

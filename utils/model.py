@@ -1,8 +1,13 @@
-"""Any Hugging Face encoder + (optional) mix of its last N layers + pooling + a linear head.
+"""Any Hugging Face encoder or decoder + (optional) mix of its last N layers + pooling + a linear head.
 
 A saved model folder is self-contained: `kit_config.json` (this module's options), `config.json`
 (the backbone's architecture), the tokenizer files and `kit_model.safetensors` (all weights).
 `TextModel.load(folder)` rebuilds it from those files alone: no hub name, no network.
+
+A LoRA fold (ModelSpec.lora_r > 0) holds only what was trained: the adapters, the layer mix, the
+pooling and the head (megabytes), and names its base model (hub id or folder, and its config and
+weight files' sha256, utils.backbone.base_record); loading it finds that base model
+(utils.backbone.find_base) and refuses another one.
 """
 
 from __future__ import annotations
@@ -16,13 +21,19 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from . import backbone as bb
 from .files import write_json
 from .objective import REGRESSION
 from .pooling import build_pooling
 
+# transformers 5 names the dtype to load in `dtype`; 4.x, `torch_dtype`.
+_DTYPE_KEY = "dtype" if int(__import__("transformers").__version__.split(".")[0]) >= 5 else "torch_dtype"
 KIT_CONFIG = "kit_config.json"
 WEIGHTS = "kit_model.safetensors"
-FILES_NEEDED = (KIT_CONFIG, WEIGHTS, "config.json", "tokenizer_config.json")
+BACKBONE_CONFIG = "config.json"  # the backbone's architecture, in a model folder as in a hub model's
+FILES_NEEDED = (KIT_CONFIG, WEIGHTS, BACKBONE_CONFIG, "tokenizer_config.json")
+# The files of a base model that decide what it computes (a LoRA fold records their sha256).
+BASE_FILES = (BACKBONE_CONFIG, "*.safetensors", "*.bin")
 # A saved tokenizer also needs its vocabulary: tokenizer.json (fast) or a slow tokenizer's file.
 VOCAB_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spm.model", "sentencepiece.bpe.model")
 
@@ -38,6 +49,11 @@ class ModelSpec:
     task: str = REGRESSION.name  # what the head is trained as (utils.objective: regression, classification)
     head_dropout: float = 0.0
     target_names: tuple = ("target",)  # regression targets, or class labels
+    lora_r: int = 0  # LoRA rank (0: the whole backbone trains)
+    lora_alpha: float = 0.0  # LoRA's scale numerator (0: 2 x rank)
+    lora_dropout: float = 0.0
+    lora_targets: tuple = ()  # modules LoRA adapts (empty: the family's, utils.backbone.FAMILIES)
+    load_in_4bit: bool = False  # the frozen base in 4-bit NF4 (QLoRA; CUDA and bitsandbytes)
 
 
 class LayerMix(nn.Module):
@@ -93,10 +109,12 @@ def encoder_layers(backbone: nn.Module) -> nn.ModuleList:
 class TextModel(nn.Module):
     """Encoder -> token states (B, S, H) -> pooling (B, D) -> head (B, num_outputs)."""
 
-    def __init__(self, backbone: nn.Module, spec: ModelSpec):
+    def __init__(self, backbone: nn.Module, spec: ModelSpec, base: str = ""):
         super().__init__()
         self.spec = spec
         self.backbone = backbone
+        self.base = base  # a LoRA model's base (hub id or folder), recorded by save()
+        self.decoder = bb.family_of(backbone.config).decoder
         _drop_pooler(backbone)
         hidden = backbone.config.hidden_size
         self.layer_mix = LayerMix(spec.layers) if spec.layers > 1 else None
@@ -104,6 +122,10 @@ class TextModel(nn.Module):
         self.pooling = build_pooling(spec.pooling, hidden, **kw)
         self.dropout = nn.Dropout(spec.head_dropout)
         self.head = nn.Linear(self.pooling.output_dim, spec.num_outputs)
+        if spec.lora_r:  # built beside a half / 4-bit base: what trains is fp32
+            for module in (self.layer_mix, self.pooling, self.head):
+                if module is not None:
+                    module.float()
 
     @classmethod
     def from_backbone(
@@ -113,9 +135,14 @@ class TextModel(nn.Module):
         backbone_dropout: bool = False,
         reinit_layers: int = 0,
         gradient_checkpointing: bool = False,
+        precision: str = "fp32",
     ) -> TextModel:
-        """Pretrained encoder (hub name or local folder) with a fresh pooling layer and head."""
+        """Pretrained encoder or decoder (hub name or local folder) with a fresh pooling layer and
+        head. With spec.lora_r, LoRA adapters on a frozen base loaded in `precision`'s dtype
+        (a resolved precision: fp32, fp16 or bf16), or in 4-bit with spec.load_in_4bit."""
         config = _pretrained(AutoConfig, name_or_dir)
+        fam = bb.family_of(config)
+        bb.check_pooling(spec.pooling, fam)
         if not backbone_dropout:
             # Dropout off in the backbone is reported to help regression on this task.
             for key, value in config.to_dict().items():
@@ -124,7 +151,25 @@ class TextModel(nn.Module):
         # .float(): fp32 master weights whatever the checkpoint's dtype (transformers 5 loads a
         # checkpoint in the dtype it was saved in: an fp16 folder would train fp16 weights, and
         # fp16 AMP's GradScaler refuses fp16 gradients).
-        backbone = AutoModel.from_pretrained(name_or_dir, config=config).float()
+        kw = {"attn_implementation": fam.attention} if fam.attention else {}
+        if spec.lora_r:
+            dtype = bb.weight_dtype(precision)
+            kw[_DTYPE_KEY] = dtype
+            if spec.load_in_4bit:
+                bb.check_4bit()
+                kw["quantization_config"] = bb.quantization_config(precision)
+                kw["device_map"] = {"": torch.cuda.current_device()}
+            backbone = AutoModel.from_pretrained(name_or_dir, config=config, **kw)
+            if not spec.load_in_4bit:
+                backbone = backbone.to(dtype)
+            targets = bb.lora_targets(spec.lora_targets, fam)
+            backbone = bb.add_lora(backbone, spec.lora_r, spec.lora_alpha or 2 * spec.lora_r,
+                                   spec.lora_dropout, targets)
+            for name, p in backbone.named_parameters():
+                if p.requires_grad:  # the adapters train in fp32 on a half base
+                    p.data = p.data.float()
+        else:
+            backbone = AutoModel.from_pretrained(name_or_dir, config=config, **kw).float()
         if reinit_layers > 0:
             std = getattr(config, "initializer_range", 0.02)
             for layer in encoder_layers(backbone)[-reinit_layers:]:
@@ -134,14 +179,18 @@ class TextModel(nn.Module):
             backbone.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
-        return cls(backbone, spec)
+        return cls(backbone, spec, base=str(name_or_dir))
 
     def forward(self, input_ids, attention_mask, return_weights: bool = False):
         """(B, S) ids and mask -> (B, num_outputs); with return_weights also (B, S) token weights."""
+        # A decoder counts positions from each row's first real token: left padding computes
+        # what right padding does.
+        positions = {"position_ids": bb.position_ids(attention_mask)} if self.decoder else {}
         out = self.backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,
             output_hidden_states=self.layer_mix is not None,
+            **positions,
         )
         if self.layer_mix is None:
             states = out.last_hidden_state  # (B, S, H)
@@ -162,46 +211,74 @@ class TextModel(nn.Module):
         return (preds, weights) if return_weights else preds
 
     def save(self, folder, tokenizer, extra: dict | None = None, half: bool = False) -> None:
-        """Write a self-contained model folder (weights in fp16 when `half`).
+        """Write a self-contained model folder (weights in fp16 when `half`); a LoRA model's
+        holds only the trained parameters and the record of its base model.
 
         Wrap in `files.atomic_dir` when the folder must appear whole or not at all.
         """
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        state = {}
+        state, extra = {}, dict(extra or {})
+        trained = bb.trainable_names(self) if self.spec.lora_r else None
+        if trained is not None and "base" not in extra:
+            extra["base"] = bb.base_record(self.base)
         for k, v in self.state_dict().items():
+            if trained is not None and k not in trained:
+                continue
             v = v.detach().to("cpu")
             state[k] = (v.half() if half and v.is_floating_point() else v).contiguous().clone()
         save_file(state, str(folder / WEIGHTS))
         self.backbone.config.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        write_json(folder / KIT_CONFIG, {"model": asdict(self.spec), **(extra or {})})
+        write_json(folder / KIT_CONFIG, {"model": asdict(self.spec), **extra})
 
     @classmethod
-    def load(cls, folder, device="cpu") -> tuple[TextModel, object]:
-        """(model in eval mode, tokenizer) from a folder written by `save`; needs nothing else."""
+    def load(cls, folder, device="cpu", base: str | None = None, precision: str = "auto") -> tuple[TextModel, object]:
+        """(model in eval mode, tokenizer) from a folder written by `save`; needs nothing else,
+        but for a LoRA fold its base model (utils.backbone.find_base: `base`, $KIT_BASE_MODEL, the
+        recorded one, an attached Kaggle Model), loaded in `precision` on a GPU, fp32 off it."""
         folder = Path(folder)
         check_model_dir(folder)
         try:
             spec = json.loads((folder / KIT_CONFIG).read_text())["model"]
         except (ValueError, KeyError) as e:
             raise ValueError(f"{folder / KIT_CONFIG} is corrupt ({e!r})") from None
-        spec = ModelSpec(**{**spec, "target_names": tuple(spec["target_names"])})
-        config = AutoConfig.from_pretrained(folder)
-        backbone = AutoModel.from_config(config)
-        model = cls(backbone, spec)
+        spec = ModelSpec(**{**spec, "target_names": tuple(spec["target_names"]),
+                            "lora_targets": tuple(spec.get("lora_targets", ()))})
+        if spec.lora_r:
+            record = json.loads((folder / KIT_CONFIG).read_text()).get("base")
+            if not record:
+                raise ValueError(f"{folder / KIT_CONFIG} is a LoRA fold without its base model's record")
+            base_dir = bb.find_base(record, base)
+            fam = bb.family_of(AutoConfig.from_pretrained(folder))
+            on_gpu = torch.device(device).type == "cuda"
+            precision = bb.train_precision(precision, fam, cuda=on_gpu) if on_gpu else "fp32"
+            model = cls.from_backbone(str(base_dir), spec, precision=precision)
+            model.base = record["model"]
+        else:
+            config = AutoConfig.from_pretrained(folder)
+            model = cls(AutoModel.from_config(config), spec)
         try:
             state = load_file(str(folder / WEIGHTS))
         except Exception as e:  # safetensors' own error type: a truncated or corrupt file
             raise ValueError(f"{folder / WEIGHTS} is corrupt or incomplete ({e})") from None
         # fp16-saved weights are cast back to the model's dtype by load_state_dict.
         try:
-            model.load_state_dict(state, strict=True)
+            if spec.lora_r:  # the trained parameters only: exactly those, no base weight
+                expected = bb.trainable_names(model)
+                if set(state) != expected:
+                    odd = sorted(set(state) ^ expected)
+                    raise RuntimeError(f"{len(odd)} parameters differ from the adapters built, e.g. {odd[0]}")
+                model.load_state_dict(state, strict=False)
+            else:
+                model.load_state_dict(state, strict=True)
         except RuntimeError as e:  # weights from another model than config.json / kit_config.json
             first = str(e).strip().splitlines()[0]
             raise ValueError(f"{folder / WEIGHTS} does not match the folder's configs ({first})") from None
-        tokenizer = _pretrained(AutoTokenizer, folder)
-        return model.to(device).eval(), tokenizer
+        tokenizer = load_tokenizer(folder)
+        if not spec.load_in_4bit:  # a 4-bit base is placed on its GPU when loaded
+            model = model.to(device)
+        return model.eval(), tokenizer
 
 
 def check_model_dir(folder) -> None:
@@ -246,8 +323,9 @@ def _pretrained(auto_cls, name_or_dir: str):
 
 def load_tokenizer(name_or_dir: str):
     """Tokenizer by hub name or folder (always from_pretrained: in transformers 5.x a fast
-    tokenizer class built from a vocab file alone is silently ignored)."""
-    return _pretrained(AutoTokenizer, name_or_dir)
+    tokenizer class built from a vocab file alone is silently ignored), with a pad token
+    (utils.backbone.prepare_tokenizer: a decoder's own unknown or end-of-text token)."""
+    return bb.prepare_tokenizer(_pretrained(AutoTokenizer, name_or_dir))
 
 
 def max_positions(name_or_dir: str) -> int | None:

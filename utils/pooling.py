@@ -10,7 +10,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-POOLING_MODES = ("attention", "mean", "max", "cls", "attention+mean")
+# "last": the last real token, what a decoder (causal LM) has read the whole text by; "cls", the
+# first token, is an encoder's summary and, in a decoder, a token that has seen nothing.
+POOLING_MODES = ("attention", "mean", "max", "cls", "last", "attention+mean")
 
 
 def _mask(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -101,6 +103,24 @@ class CLSPooling(nn.Module):
         return hidden_states[:, 0].masked_fill(~mask[:, :1], 0.0)
 
 
+class LastTokenPooling(nn.Module):
+    """The last real token's state: a decoder's summary of the whole text. Found from the mask,
+    so it is the same token whichever side the batch was padded on (left or right)."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.output_dim = hidden_size
+
+    def forward(self, hidden_states, attention_mask=None):
+        """(B, S, H), (B, S) -> (B, H)."""
+        mask = _mask(hidden_states, attention_mask)
+        seq = mask.shape[1]
+        # Index of the last True per row: S - 1 - (position of the first True from the end).
+        last = seq - 1 - mask.flip(-1).int().argmax(dim=-1)  # (B,)
+        pooled = hidden_states[torch.arange(mask.shape[0], device=mask.device), last]
+        return pooled.masked_fill(~mask.any(dim=1, keepdim=True), 0.0)
+
+
 class AttentionMeanPooling(nn.Module):
     """Attention pooling and mean pooling side by side: (B, 2H)."""
 
@@ -123,7 +143,7 @@ def build_pooling(mode: str, hidden_size: int, **kw) -> nn.Module:
         return AttentionPooling(hidden_size, **kw)
     if mode == "attention+mean":
         return AttentionMeanPooling(hidden_size, **kw)
-    simple = {"mean": MeanPooling, "max": MaxPooling, "cls": CLSPooling}
+    simple = {"mean": MeanPooling, "max": MaxPooling, "cls": CLSPooling, "last": LastTokenPooling}
     if mode not in simple:
         raise ValueError(f"unknown pooling mode {mode!r}; valid modes: {', '.join(POOLING_MODES)}")
     return simple[mode](hidden_size)

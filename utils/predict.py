@@ -53,7 +53,7 @@ def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precisio
     device = next(model.parameters()).device
     ds = TextDataset(texts, tokenizer, max_len, fit=fit)
     dl = DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size),
-                    collate_fn=Collator(tokenizer.pad_token_id or 0))
+                    collate_fn=Collator(tokenizer.pad_token_id or 0, padding_side=tokenizer.padding_side))
     out = np.zeros((len(ds), model.spec.num_outputs), dtype=np.float64)
     objective = get_objective(model.spec.task)
     for batch in tqdm(dl, desc=desc, disable=not show_progress(progress), leave=False):

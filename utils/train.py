@@ -31,6 +31,7 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from . import backbone as bb
 from . import runs
 from .batching import (
     Batches,
@@ -67,6 +68,7 @@ from .metrics import get_metric
 from .model import (
     ModelSpec,
     TextModel,
+    _pretrained,
     amp_precision,
     encoder_layers,
     load_tokenizer,
@@ -188,7 +190,34 @@ def eval_period(cfg: TrainConfig, best: float) -> int:
 
 def mixed_precision(cfg: TrainConfig) -> str:
     """accelerate's mixed_precision value for cfg.precision on this machine."""
-    return accelerate_precision(cfg.precision)
+    return accelerate_precision(run_precision(cfg))
+
+
+def backbone_config(cfg: TrainConfig):
+    """The backbone's transformers config (its family: utils.backbone.family_of)."""
+    from transformers import AutoConfig
+
+    return _pretrained(AutoConfig, cfg.model)
+
+
+def run_precision(cfg: TrainConfig) -> str:
+    """cfg.precision as this backbone trains on this machine: "auto" resolved by its family
+    (utils.backbone.train_precision: Gemma 2 in bf16 or fp32, never fp16)."""
+    return bb.train_precision(cfg.precision, bb.family_of(backbone_config(cfg)))
+
+
+def memory_estimate(cfg: TrainConfig, device) -> str:
+    """The one line said before training: the estimated peak GPU memory of this run's backbone,
+    precision, LoRA / 4-bit, max_len and micro-batch against the device's memory."""
+    config = backbone_config(cfg)
+    hidden = config.hidden_size
+    head = hidden * hidden + 3 * hidden if "attention" in cfg.pooling else hidden
+    est = bb.estimate_memory(config, run_precision(cfg), cfg.batch_size, cfg.max_len, cfg.lora_r,
+                             cfg.lora_targets, cfg.load_in_4bit, cfg.gradient_checkpointing, head)
+    if device.type != "cuda":
+        return bb.memory_line(est, None)
+    props = torch.cuda.get_device_properties(device)
+    return bb.memory_line(est, props.total_memory, props.name)
 
 
 def accelerate_precision(precision: str) -> str:
@@ -203,7 +232,7 @@ def accelerate_precision(precision: str) -> str:
 def make_accelerator(cfg: TrainConfig):
     """An Accelerator for this config (one process, or each process of `accelerate launch`), with
     its trackers (--log-with) writing under OUT/logs."""
-    return accelerator_for(cfg.precision, cfg.grad_accum, cfg.log_with, Path(cfg.out) / "logs")
+    return accelerator_for(run_precision(cfg), cfg.grad_accum, cfg.log_with, Path(cfg.out) / "logs")
 
 
 def start_trackers(accelerator, cfg: TrainConfig) -> None:
@@ -371,9 +400,14 @@ def fold_model(cfg: TrainConfig, data: FoldData) -> tuple[TextModel, np.ndarray]
         task=obj.name,
         head_dropout=cfg.head_dropout,
         target_names=obj.output_names(cfg.target_cols, data.labels),
+        lora_r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        lora_targets=cfg.lora_targets,
+        load_in_4bit=cfg.load_in_4bit,
     )
     model = TextModel.from_backbone(
-        cfg.model, spec, cfg.backbone_dropout, cfg.reinit_layers, cfg.gradient_checkpointing
+        cfg.model, spec, cfg.backbone_dropout, cfg.reinit_layers, cfg.gradient_checkpointing, run_precision(cfg)
     )
     target_mean = obj.target_mean(data.y[data.tr], len(cfg.target_cols), n_out)
     if cfg.head_bias_mean:
@@ -387,7 +421,8 @@ def fold_batches(cfg: TrainConfig, data: FoldData, fold: int, accelerator, soft:
     with --pseudo-epochs), their samplers (each epoch draws its order from them), the validation
     loader, and the phases in order: the pseudo rows alone first (1st place's order), then the
     real rows."""
-    collate = Collator(data.tokenizer.pad_token_id or 0, 8, objective(cfg).target_dtype(soft))
+    collate = Collator(data.tokenizer.pad_token_id or 0, 8, objective(cfg).target_dtype(soft),
+                       data.tokenizer.padding_side)
     samplers, loaders = {}, {}
     for phase, ds in (("labelled", data.train_ds), ("pseudo", data.pseudo_ds)):
         if ds is not None:
@@ -559,7 +594,7 @@ def train_fold_in_memory(cfg: TrainConfig, df, folds, fold: int, state: dict, ps
         if batch_size != state["size"]:
             state["accelerator"].free_memory()
             trackers = state["accelerator"].trackers
-            state["accelerator"] = accelerator_for(cfg.precision, ga)  # its accumulation steps
+            state["accelerator"] = accelerator_for(run_precision(cfg), ga)  # its accumulation steps
             state["accelerator"].trackers = trackers
             state["accelerator"].print(
                 f"fold {fold}: out of memory at micro-batch {state['size']}; now {batch_size} x {ga} "
@@ -747,6 +782,7 @@ def run_cv(cfg: TrainConfig, on_validation=None) -> dict:
     if limit and cfg.max_len > limit:
         raise ValueError(f"--max-len {cfg.max_len} is above what {cfg.model} takes ({limit} tokens): "
                          f"use --max-len {limit} or less (--fit head_tail keeps a long text's end too)")
+    accelerator.print(memory_estimate(cfg, accelerator.device))
     df = load_train(cfg)
     folds = assign_folds(cfg, df, out)
     if accelerator.is_main_process:

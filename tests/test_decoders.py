@@ -1,0 +1,161 @@
+"""Decoder backbones (Llama, Mistral, Qwen2, Gemma 2) with LoRA: tiny random models of each family,
+built offline from their config classes, with tokenizers shaped like the real ones."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import DECODERS, tiny_frame
+
+from utils import backbone as bb
+from utils.batching import Collator, TextDataset
+from utils.config import TrainConfig
+from utils.model import WEIGHTS, ModelSpec, TextModel, load_tokenizer
+from utils.predict import predict_model, predict_run
+from utils.train import run_cv
+
+FAMILIES = tuple(DECODERS)
+TEXTS = ["the cat sat on a mat", "a dog ran home", "we like to play in the sun while birds sing and trees grow",
+         "entropy"]
+
+
+def lora_cfg(csv, out, model, **kw):
+    base = dict(train_csv=str(csv), out=str(out), model=model, folds=2, epochs=2, batch_size=8, eval_every=2,
+                lr=5e-3, head_lr=5e-3, pooling="last", lora_r=4, progress=False)
+    return TrainConfig(**{**base, **kw})
+
+
+def padded(tok, texts, side):
+    ds = TextDataset(texts, tok, 64)
+    return Collator(tok.pad_token_id, padding_side=side)([ds[i] for i in range(len(texts))])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("pooling", ["last", "attention", "mean"])
+def test_left_and_right_padding_give_the_unpadded_outputs(tiny_decoders, family, pooling):
+    """Whatever side the batch is padded on, each text's output is the one it gets alone: the
+    pooling finds the real tokens from the mask and a decoder counts positions from its first
+    real token."""
+    tok = load_tokenizer(tiny_decoders[family])
+    assert tok.pad_token is not None  # Llama's and Mistral's real tokenizers have none
+    torch.manual_seed(0)
+    model = TextModel.from_backbone(tiny_decoders[family], ModelSpec(pooling=pooling, lora_r=4)).eval()
+    assert len(tok) == model.backbone.config.vocab_size  # no token added: the embeddings keep their size
+    alone = torch.cat([model(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long))
+                       for ids in TextDataset(TEXTS, tok, 64).input_ids])
+    for side in ("right", "left"):
+        b = padded(tok, TEXTS, side)
+        first_real = b["attention_mask"].argmax(-1)
+        assert (first_real > 0).any() == (side == "left")  # really padded on that side
+        out = model(b["input_ids"], b["attention_mask"])
+        assert torch.allclose(out, alone, atol=1e-5), (side, (out - alone).abs().max())
+
+
+def test_the_tokenizers_own_padding_side_is_the_one_used(tiny_decoders):
+    for family, spec in DECODERS.items():
+        assert load_tokenizer(tiny_decoders[family]).padding_side == spec["side"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_only_adapters_pooling_and_head_train(tiny_decoders, family):
+    model = TextModel.from_backbone(tiny_decoders[family], ModelSpec(pooling="attention", lora_r=4, layers=2))
+    trained = bb.trainable_names(model)
+    assert trained and all("lora_" in n or not n.startswith("backbone.") for n in trained)
+    assert {n.split(".")[0] for n in trained} == {"backbone", "layer_mix", "pooling", "head"}
+    frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    assert frozen and all(n.startswith("backbone.") and "lora_" not in n for n in frozen)
+    # every targeted projection of every layer got adapters
+    adapted = {n.split(".")[-4] for n in trained if ".lora_A." in n}
+    assert adapted == set(bb.ATTENTION_AND_MLP)
+    assert all(p.dtype == torch.float32 for n, p in model.named_parameters() if p.requires_grad)
+
+
+def test_cls_pooling_on_a_decoder_is_refused(tiny_decoders):
+    with pytest.raises(ValueError, match="first token has seen nothing"):
+        TextModel.from_backbone(tiny_decoders["llama"], ModelSpec(pooling="cls"))
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gemma2"])
+def test_lora_training_lowers_the_loss_saves_adapters_only_and_reloads_to_the_same_predictions(
+        tiny_decoders, family, tmp_path):
+    csv = tmp_path / "train.csv"
+    tiny_frame(160).to_csv(csv, index=False)
+    out = tmp_path / "run"
+    metrics = run_cv(lora_cfg(csv, out, tiny_decoders[family], only_folds=(0,), epochs=6, eval_every=4,
+                              head_bias_mean=True))
+    hist = json.loads((out / "fold0" / "history.json").read_text())["history"]
+    losses = [h["train_loss"] for h in hist]
+    assert np.mean(losses[-3:]) < np.mean(losses[:3])
+    # better than predicting the training rows' mean for every validation row
+    folds = pd.read_csv(out / "folds.csv", dtype={"id": str}).set_index("id")
+    frame = tiny_frame(160).set_index("id")
+    is_valid = (folds.loc[frame.index, "fold"] == 0).to_numpy()
+    y_va, y_tr = frame.target[is_valid], frame.target[~is_valid]
+    constant = float(np.sqrt(((y_va - y_tr.mean()) ** 2).mean()))
+    assert metrics["fold_score"][0] < constant
+    # the fold folder holds the trained parameters only, and the base model's record
+    saved = json.loads((out / "fold0" / "kit_config.json").read_text())
+    assert saved["base"]["model"] == tiny_decoders[family]
+    assert set(saved["base"]["files"]) >= {"config.json", "model.safetensors"}
+    from safetensors.torch import load_file
+
+    state = load_file(str(out / "fold0" / WEIGHTS))
+    assert state and all("lora_" in k or not k.startswith("backbone.") for k in state)
+    base_bytes = sum(p.numel() * 4 for n, p in TextModel.from_backbone(
+        tiny_decoders[family], ModelSpec(pooling="last")).backbone.named_parameters())
+    assert (out / "fold0" / WEIGHTS).stat().st_size < base_bytes / 2
+    # reloaded from the folder + the base: the same predictions as the OOF
+    oof = pd.read_csv(out / "oof.csv", dtype={"id": str})
+    train = pd.read_csv(csv, dtype={"id": str}).set_index("id").loc[oof.id]
+    model, tok = TextModel.load(out / "fold0")
+    pred = predict_model(model, tok, train.excerpt.tolist(), 256)[:, 0]
+    assert np.abs(pred - oof.pred.to_numpy()).max() < 1e-5
+    assert predict_run(out, ["a b"], progress=False).shape == (1,)
+
+
+def test_a_different_base_model_is_refused_in_one_line(tiny_decoders, tmp_path):
+    torch.manual_seed(0)
+    model = TextModel.from_backbone(tiny_decoders["llama"], ModelSpec(pooling="last", lora_r=2))
+    tok = load_tokenizer(tiny_decoders["llama"])
+    model.save(tmp_path / "fold0", tok)
+    with pytest.raises(ValueError, match="not the one this fold was trained on") as e:
+        TextModel.load(tmp_path / "fold0", base=tiny_decoders["mistral"])
+    assert "\n" not in str(e.value)
+    # the same architecture retrained: same file names, other content
+    other = tmp_path / "other"
+    import shutil
+
+    shutil.copytree(tiny_decoders["llama"], other)
+    from safetensors.torch import load_file, save_file
+
+    w = load_file(str(other / "model.safetensors"))
+    first = sorted(w)[0]
+    w[first] = w[first] + 1
+    save_file(w, str(other / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(ValueError, match="model.safetensors has other content"):
+        TextModel.load(tmp_path / "fold0", base=str(other))
+    # the recorded base is found by itself
+    again, _ = TextModel.load(tmp_path / "fold0")
+    ids = torch.tensor([[1, 5, 7, 9]])
+    assert torch.allclose(again(ids, torch.ones_like(ids)), model.eval()(ids, torch.ones_like(ids)), atol=1e-6)
+
+
+def test_four_bit_is_refused_in_one_line_without_cuda(tiny_decoders):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ValueError, match="needs a CUDA GPU") as e:
+        TextModel.from_backbone(tiny_decoders["llama"], ModelSpec(pooling="last", lora_r=4, load_in_4bit=True))
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="needs --lora-r"):
+        TrainConfig(train_csv="t.csv", out="o", model="m", load_in_4bit=True)
+
+
+def test_gemma2_never_trains_in_fp16():
+    gemma2, llama = bb.FAMILIES["gemma2"], bb.FAMILIES["llama"]
+    with pytest.raises(ValueError, match="soft-caps"):
+        bb.train_precision("fp16", gemma2, cuda=True)
+    assert bb.train_precision("auto", gemma2, cuda=False) == "fp32"
+    assert bb.train_precision("auto", llama, cuda=False) == "fp32"
+    assert gemma2.attention == "eager"

@@ -1,0 +1,383 @@
+"""What the kit knows about a backbone's family: encoder or decoder, LoRA's default targets, the
+precision it can train in, the attention it needs; the LoRA / 4-bit setup; the base model a LoRA
+fold was trained on; and the peak GPU memory a run will need, estimated before it starts.
+
+A decoder (Llama, Mistral, Qwen2, Gemma 2, Phi-3) goes through the same `--model` as an encoder.
+What differs is read from its family here, never tested for elsewhere:
+
+- pooling: a causal model's first token has seen nothing, so "cls" is refused for a decoder;
+  "last" (the last real token), "attention" and "mean" work on any backbone;
+- positions: a decoder is given position ids counted from its first real token, so a batch
+  padded on the left computes what one padded on the right does;
+- the pad token: a tokenizer without one gets its unknown or end-of-text token as padding (the
+  mask hides it), never a new token: the vocabulary and the embeddings keep their size;
+- precision: Gemma 2's activations exceed fp16's range (65504) and its attention soft-caps its
+  logits, which only the "eager" attention does: it trains in bf16 where the GPU has bf16 (compute
+  capability 8+), else in fp32 (a T4), with eager attention; --precision fp16 is refused for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+ATTENTION_AND_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Family:
+    """A backbone family (a transformers model_type) and what training it needs."""
+
+    name: str
+    decoder: bool = False  # a causal LM: each token sees only the tokens before it
+    lora_targets: tuple = ("query", "key", "value", "dense")  # LoRA's default target modules
+    fp16: bool = True  # whether fp16 autocast is safe (else bf16 where the GPU has it, else fp32)
+    attention: str = ""  # attn_implementation it must load with ("" = transformers' default)
+    why: str = ""  # the reason for fp16=False / the attention
+
+
+GEMMA2_WHY = ("Gemma 2's activations exceed fp16's range and its attention soft-caps its logits, "
+              "which only the eager attention computes")
+FAMILIES = {f.name: f for f in (
+    Family("bert"), Family("roberta"), Family("xlm-roberta"), Family("electra"),
+    Family("deberta-v2", lora_targets=("query_proj", "key_proj", "value_proj", "dense")),
+    Family("deberta", lora_targets=("in_proj", "dense")),
+    Family("llama", True, ATTENTION_AND_MLP),
+    Family("mistral", True, ATTENTION_AND_MLP),
+    Family("qwen2", True, ATTENTION_AND_MLP),
+    Family("qwen3", True, ATTENTION_AND_MLP),
+    Family("gemma", True, ATTENTION_AND_MLP, fp16=False, why="Gemma's activations exceed fp16's range"),
+    Family("gemma2", True, ATTENTION_AND_MLP, fp16=False, attention="eager", why=GEMMA2_WHY),
+    Family("phi3", True, ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")),
+    Family("phi", True, ("q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2")),
+)}
+
+
+def family_of(config) -> Family:
+    """The family of a backbone config; one the table does not know is a decoder when its
+    config says so (is_decoder, a *ForCausalLM architecture), and LoRA then targets every
+    linear layer ("all-linear")."""
+    model_type = str(getattr(config, "model_type", ""))
+    if model_type in FAMILIES:
+        return FAMILIES[model_type]
+    archs = getattr(config, "architectures", None) or []
+    decoder = bool(getattr(config, "is_decoder", False)) or any(a.endswith("ForCausalLM") for a in archs)
+    return Family(model_type or "unknown", decoder, ("all-linear",))
+
+
+def check_pooling(pooling: str, fam: Family) -> None:
+    """A pooling that cannot work on this backbone, refused in one line."""
+    if fam.decoder and pooling == "cls":
+        raise ValueError(f"--pooling cls on a decoder ({fam.name}): its first token has seen nothing "
+                         "of the text; use last (its last real token), attention or mean")
+
+
+def prepare_tokenizer(tokenizer):
+    """A tokenizer with a pad token: its own, else its unknown, end-of-text or start token
+    (padding is masked, so which one does not matter), never a new token (which would need
+    the embeddings resized). Returns the same tokenizer."""
+    if tokenizer.pad_token is None:
+        for name in ("unk_token", "eos_token", "bos_token"):
+            token = getattr(tokenizer, name, None)
+            if token is not None:
+                tokenizer.pad_token = token
+                break
+    return tokenizer
+
+
+def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions counted from each row's first real token (0 on the padding before it): a
+    left-padded row gets the positions it would have unpadded."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+# ----------------------------------------------------------------------------- precision
+
+
+def gpu_has_bf16() -> bool:
+    """bf16 with tensor cores: compute capability 8+ (A100, L4, H100), not a T4 (7.5), which
+    only emulates it."""
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
+
+
+def train_precision(precision: str, fam: Family, cuda: bool | None = None) -> str:
+    """The --precision a family trains in: "auto" is bf16 on a GPU with bf16, fp16 on an older
+    GPU (fp32 for a family fp16 breaks), fp32 off CUDA; "fp16" for such a family is refused."""
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    if precision == "fp16" and not fam.fp16:
+        raise ValueError(f"--precision fp16 with {fam.name}: {fam.why}; use bf16 (GPU compute "
+                         "capability 8+) or fp32, or leave --precision auto")
+    if precision != "auto":
+        return precision
+    if not cuda:
+        return "fp32"
+    if gpu_has_bf16():
+        return "bf16"
+    return "fp16" if fam.fp16 else "fp32"
+
+
+def weight_dtype(precision: str) -> torch.dtype:
+    """The dtype a frozen base model is loaded in for a resolved precision: half for AMP (its
+    weights are never updated, so no fp32 master copy is needed), fp32 otherwise."""
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
+
+
+# ----------------------------------------------------------------------------- LoRA and 4-bit
+
+
+def check_4bit() -> None:
+    """4-bit loading (QLoRA) needs a CUDA GPU and bitsandbytes: refused in one line otherwise."""
+    if not torch.cuda.is_available():
+        raise ValueError("--load-in-4bit needs a CUDA GPU (bitsandbytes' 4-bit kernels): this machine "
+                         "has none; train without it (LoRA on a full-precision base) or on a GPU")
+    try:
+        import bitsandbytes  # noqa: F401
+    except Exception as e:  # ImportError, or its own error when no kernel fits this GPU
+        raise ValueError(f"--load-in-4bit needs bitsandbytes, which cannot be used here ({str(e)[:120]}): "
+                         "pip install bitsandbytes>=0.43") from None
+    major, minor = torch.cuda.get_device_capability()
+    if major < 5:
+        raise ValueError(f"--load-in-4bit: this GPU (compute capability {major}.{minor}) is too old "
+                         "for bitsandbytes' 4-bit kernels")
+
+
+def quantization_config(precision: str):
+    """bitsandbytes' NF4 with double quantisation, computing in the run's precision."""
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=weight_dtype(precision))
+
+
+def _peft():
+    try:
+        import peft
+    except ImportError:
+        raise ValueError("--lora-r needs peft: pip install peft>=0.13") from None
+    return peft
+
+
+def lora_targets(targets, fam: Family) -> list | str:
+    """The modules LoRA adapts: the given names, else the family's defaults."""
+    names = list(targets) or list(fam.lora_targets)
+    return "all-linear" if names == ["all-linear"] else names
+
+
+def add_lora(backbone: torch.nn.Module, r: int, alpha: float, dropout: float, targets) -> torch.nn.Module:
+    """LoRA adapters injected into the backbone (peft), and every base weight frozen: only the
+    adapters of the backbone train. The same module, its forward unchanged."""
+    peft = _peft()
+    config = peft.LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets, bias="none")
+    try:
+        backbone = peft.inject_adapter_in_model(config, backbone)
+    except ValueError as e:  # no module matched the targets
+        raise ValueError(f"--lora-targets {targets}: {str(e).splitlines()[0][:200]}") from None
+    for name, p in backbone.named_parameters():
+        p.requires_grad = "lora_" in name
+    return backbone
+
+
+def trainable_names(model: torch.nn.Module) -> set:
+    """Names of the parameters that train (a LoRA fold saves these only)."""
+    return {n for n, p in model.named_parameters() if p.requires_grad}
+
+
+# ----------------------------------------------------------------------------- the base model
+
+def local_dir(name_or_dir: str) -> Path | None:
+    """The folder holding a model's files: the folder given, or a hub id's snapshot in the local
+    Hugging Face cache (no download); None when neither exists."""
+    path = Path(name_or_dir).expanduser()
+    if path.is_dir():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(str(name_or_dir), local_files_only=True))
+    except Exception:
+        return None
+
+
+def base_files(folder) -> dict:
+    """{file name: sha256} of a base model folder's config and weight files."""
+    from .files import file_sha256
+    from .model import BASE_FILES
+
+    folder = Path(folder)
+    files = sorted({f for pattern in BASE_FILES for f in folder.glob(pattern) if f.is_file()})
+    return {f.name: file_sha256(f) for f in files}
+
+
+def base_record(name_or_dir: str) -> dict:
+    """What a LoRA fold records of its base model: its hub id or folder, and its files' sha256."""
+    folder = local_dir(name_or_dir)
+    if folder is None:
+        raise FileNotFoundError(f"base model {name_or_dir}: its files are not on this machine")
+    return {"model": str(name_or_dir), "files": base_files(folder)}
+
+
+def kaggle_model_dirs(name: str) -> list:
+    """Where a Kaggle Model attached to a notebook may hold the base model `name` (its last path
+    part, e.g. gemma-2-9b), under both input layouts: /kaggle/input/<model>/<framework>/
+    <variation>/<version>/ and /kaggle/input/models/<owner>/<model>/<framework>/<variation>/
+    <version>/, and an attached dataset /kaggle/input/[datasets/<owner>/]<name>/: every folder
+    there holding a backbone config, nearest first."""
+    from .env import kaggle_input
+    from .model import BACKBONE_CONFIG
+
+    root, leaf = kaggle_input(), Path(str(name).rstrip("/")).name
+    if not root.is_dir():
+        return []
+    found = []
+    for depth in range(0, 7):
+        for config in sorted(root.glob("/".join(["*"] * depth + [BACKBONE_CONFIG]))):
+            if leaf.lower() in str(config.parent.relative_to(root)).lower():
+                found.append(config.parent)
+    return found
+
+
+def find_base(record: dict, given: str | None = None) -> Path:
+    """The folder of a fold's base model: `given` (or $KIT_BASE_MODEL), else the recorded hub
+    id or folder when it is on this machine, else a Kaggle Model or dataset attached to the
+    notebook whose config and weights are the recorded ones. Checked against the recorded files'
+    sha256: another model is refused in one line."""
+    given = given or os.environ.get("KIT_BASE_MODEL", "")
+    if given:
+        folder = local_dir(given)
+        if folder is None:
+            raise FileNotFoundError(f"base model not found: {given}")
+        check_base(record, folder)
+        return folder
+    candidates = [local_dir(record["model"])] + kaggle_model_dirs(record["model"])
+    candidates = [c for c in candidates if c is not None]
+    for folder in candidates:
+        if not differs(record, folder):
+            return folder
+    if candidates:
+        check_base(record, candidates[0])  # raises: say how the nearest one differs
+    raise FileNotFoundError(
+        f"base model {record['model']} not found: not a folder or a cached hub model here, and no "
+        "Kaggle Model or dataset holding it is attached; attach it, or give its folder "
+        "(base_model= / --base-model / $KIT_BASE_MODEL)")
+
+
+def differs(record: dict, folder) -> str:
+    """'' when the folder holds the recorded base model (same file names and sha256), else what
+    differs."""
+    mine = base_files(folder)
+    saved = record.get("files", {})
+    if set(mine) != set(saved):
+        return f"files {sorted(set(mine) ^ set(saved))[:3]} differ"
+    changed = [f for f in saved if saved[f] != mine[f]]
+    return f"{changed[0]} has other content" if changed else ""
+
+
+def check_base(record: dict, folder) -> None:
+    """Refuse, in one line, a base model other than the one a fold was trained on."""
+    why = differs(record, folder)
+    if why:
+        raise ValueError(f"base model {folder} is not the one this fold was trained on ({record['model']}): "
+                         f"{why}; adapters only fit the weights they were trained with")
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Peak GPU memory of one training process, in bytes, by part."""
+
+    weights: float  # the model's weights as loaded (fp32, half, or 4-bit)
+    trainable: float  # trained parameters' fp32 master copy, gradients and AdamW's two moments
+    activations: float  # what the forward keeps for the backward
+    params: int  # parameters of the backbone
+    trained: int  # parameters that train
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.trainable + self.activations
+
+
+def count_parameters(config) -> tuple[int, int]:
+    """(all parameters, those in Linear layers) of a backbone config, counted without weights
+    (the model built on the meta device)."""
+    from transformers import AutoModel
+
+    with torch.device("meta"):
+        model = AutoModel.from_config(config)
+    total = sum(p.numel() for p in model.parameters())
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    return total, linear
+
+
+def lora_parameters(config, r: int, targets) -> int:
+    """Parameters LoRA adds: r x (in + out) for each targeted Linear layer."""
+    from transformers import AutoModel
+
+    with torch.device("meta"):
+        model = AutoModel.from_config(config)
+    n = 0
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.Linear) and (targets == "all-linear" or name.split(".")[-1] in targets):
+            n += r * (m.in_features + m.out_features)
+    return n
+
+
+def estimate_memory(config, precision: str, micro_batch: int, max_len: int, lora_r: int = 0,
+                    targets=(), load_in_4bit: bool = False, gradient_checkpointing: bool = False,
+                    head_params: int = 0) -> MemoryEstimate:
+    """The peak GPU memory of training one micro-batch, by part.
+
+    weights: full fine-tuning keeps fp32 weights (4 bytes each); LoRA loads the frozen base in
+    the run's half precision (2 bytes; 4 in fp32); 4-bit NF4 with double quantisation stores
+    Linear weights in about 0.53 bytes (the rest in half). trainable: 16 bytes per trained
+    parameter (fp32 weight, gradient, AdamW's two moments). activations, in half precision (2
+    bytes; 4 in fp32) per token: 12 x hidden + 5 x intermediate values per layer (norms, q/k/v,
+    attention output, residuals, the gated MLP's four tensors), and eager attention's
+    heads x tokens scores twice; with gradient checkpointing, one hidden state per layer plus
+    one layer's full set.
+    """
+    fam = family_of(config)
+    total, linear = count_parameters(config)
+    act_bytes = 4 if precision == "fp32" else 2
+    if lora_r:
+        targets = lora_targets(targets, fam)
+        trained = lora_parameters(config, lora_r, targets) + head_params
+        if load_in_4bit:
+            weights = linear * 0.53 + (total - linear) * 2
+        else:
+            weights = total * (4 if precision == "fp32" else 2)
+    else:
+        trained = total + head_params
+        weights = 0.0  # counted in trainable: the fp32 weights are the master copy
+    hidden = config.hidden_size
+    inter = getattr(config, "intermediate_size", None) or 4 * hidden
+    layers = config.num_hidden_layers
+    tokens = micro_batch * max_len
+    per_layer = tokens * (12 * hidden + 5 * inter) * act_bytes
+    if fam.attention == "eager" or not fam.decoder:
+        heads = config.num_attention_heads
+        per_layer += 2 * micro_batch * heads * max_len * max_len * act_bytes
+    if gradient_checkpointing:
+        activations = layers * tokens * hidden * act_bytes + per_layer
+    else:
+        activations = layers * per_layer
+    return MemoryEstimate(weights, trained * 16, activations, total, trained)
+
+
+def memory_line(est: MemoryEstimate, device_bytes: float | None, device_name: str = "") -> str:
+    """One line: the estimate, its parts, and the device's memory (or that there is no GPU)."""
+    parts = (f"weights {est.weights / GIB:.2f} + trained {est.trainable / GIB:.2f} "
+             f"+ activations {est.activations / GIB:.2f}")
+    head = (f"memory estimate: {est.total / GIB:.2f} GiB peak per GPU ({parts}; {est.params / 1e6:,.0f}M "
+            f"parameters, {est.trained / 1e6:,.2f}M trained)")
+    if device_bytes is None:
+        return f"{head}; no GPU here"
+    verdict = "fits" if est.total < 0.9 * device_bytes else "may NOT fit: lower --batch-size or --max-len, " \
+        "add --gradient-checkpointing, --lora-r or --load-in-4bit"
+    return f"{head} of {device_bytes / GIB:.1f} GiB on {device_name}: {verdict}"
