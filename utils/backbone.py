@@ -221,31 +221,35 @@ def base_record(name_or_dir: str) -> dict:
     return {"model": str(name_or_dir), "files": base_files(folder)}
 
 
-def kaggle_model_dirs(name: str) -> list:
-    """Where a Kaggle Model attached to a notebook may hold the base model `name` (its last path
-    part, e.g. gemma-2-9b), under both input layouts: /kaggle/input/<model>/<framework>/
-    <variation>/<version>/ and /kaggle/input/models/<owner>/<model>/<framework>/<variation>/
-    <version>/, and an attached dataset /kaggle/input/[datasets/<owner>/]<name>/: every folder
-    there holding a backbone config, nearest first."""
+def kaggle_model_dirs(record: dict) -> list:
+    """Folders under the Kaggle input that may hold a fold's base model, nearest first: a Kaggle
+    Model attached to the notebook (/kaggle/input/<model>/<framework>/<variation>/<version>/, or
+    /kaggle/input/models/<owner>/<model>/<framework>/<variation>/<version>/) or a dataset
+    (/kaggle/input/[datasets/<owner>/]<slug>/): those whose path holds the recorded name's last
+    part (gemma-2-9b-it), then any whose backbone config is the recorded one (same sha256)."""
     from .env import kaggle_input
+    from .files import file_sha256
     from .model import BACKBONE_CONFIG
 
-    root, leaf = kaggle_input(), Path(str(name).rstrip("/")).name
+    root, leaf = kaggle_input(), Path(str(record["model"]).rstrip("/")).name.lower()
     if not root.is_dir():
         return []
-    found = []
+    named, same_config = [], []
+    config_sha = record.get("files", {}).get(BACKBONE_CONFIG)
     for depth in range(0, 7):
         for config in sorted(root.glob("/".join(["*"] * depth + [BACKBONE_CONFIG]))):
-            if leaf.lower() in str(config.parent.relative_to(root)).lower():
-                found.append(config.parent)
-    return found
+            if leaf and leaf in str(config.parent.relative_to(root)).lower():
+                named.append(config.parent)
+            elif config_sha and file_sha256(config) == config_sha:
+                same_config.append(config.parent)
+    return named + same_config
 
 
 def find_base(record: dict, given: str | None = None) -> Path:
     """The folder of a fold's base model: `given` (or $KIT_BASE_MODEL), else the recorded hub
     id or folder when it is on this machine, else a Kaggle Model or dataset attached to the
-    notebook whose config and weights are the recorded ones. Checked against the recorded files'
-    sha256: another model is refused in one line."""
+    notebook (kaggle_model_dirs). Checked against the recorded files' sha256: another model is
+    refused in one line."""
     given = given or os.environ.get("KIT_BASE_MODEL", "")
     if given:
         folder = local_dir(given)
@@ -253,7 +257,7 @@ def find_base(record: dict, given: str | None = None) -> Path:
             raise FileNotFoundError(f"base model not found: {given}")
         check_base(record, folder)
         return folder
-    candidates = [local_dir(record["model"])] + kaggle_model_dirs(record["model"])
+    candidates = [local_dir(record["model"])] + kaggle_model_dirs(record)
     candidates = [c for c in candidates if c is not None]
     for folder in candidates:
         if not differs(record, folder):
@@ -263,7 +267,7 @@ def find_base(record: dict, given: str | None = None) -> Path:
     raise FileNotFoundError(
         f"base model {record['model']} not found: not a folder or a cached hub model here, and no "
         "Kaggle Model or dataset holding it is attached; attach it, or give its folder "
-        "(base_model= / --base-model / $KIT_BASE_MODEL)")
+        "(--base-model, or $KIT_BASE_MODEL)")
 
 
 def differs(record: dict, folder) -> str:
