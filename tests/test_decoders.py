@@ -13,7 +13,7 @@ from utils import backbone as bb
 from utils.batching import Collator, TextDataset
 from utils.config import TrainConfig
 from utils.model import WEIGHTS, ModelSpec, TextModel, load_tokenizer
-from utils.predict import predict_model, predict_run
+from utils.predict import predict_folds, predict_model, predict_run
 from utils.train import run_cv
 
 FAMILIES = tuple(DECODERS)
@@ -159,3 +159,63 @@ def test_gemma2_never_trains_in_fp16():
     assert bb.train_precision("auto", gemma2, cuda=False) == "fp32"
     assert bb.train_precision("auto", llama, cuda=False) == "fp32"
     assert gemma2.attention == "eager"
+
+
+def test_replicas_on_two_devices_predict_what_one_does(tiny_decoders, tmp_path):
+    """Kaggle's T4 x2 at inference: a replica of the fold on each device, the texts dealt between
+    them; here two CPU replicas stand for the two GPUs."""
+    torch.manual_seed(0)
+    model = TextModel.from_backbone(tiny_decoders["qwen2"], ModelSpec(pooling="attention", lora_r=2))
+    with torch.no_grad():
+        model.head.weight.normal_()
+    model.save(tmp_path / "run" / "fold0", load_tokenizer(tiny_decoders["qwen2"]),
+               extra={"train": {"max_len": 64}, "target_mean": [0.0]})
+    texts = TEXTS * 5 + [""]
+    one = predict_folds(tmp_path / "run", texts, device="cpu", progress=False)[0]
+    two = predict_folds(tmp_path / "run", texts, devices=["cpu", "cpu"], progress=False)[0]
+    assert np.allclose(one, two, atol=1e-6) and np.ptp(one[:-1]) > 0
+    assert bb.count_parameters(model.backbone.config)[0] == sum(
+        p.numel() for n, p in model.backbone.named_parameters() if "lora_" not in n)
+
+
+def test_a_model_too_large_for_one_gpu_is_split_across_them(tiny_decoders, tmp_path, monkeypatch):
+    from utils import predict
+
+    torch.manual_seed(0)
+    model = TextModel.from_backbone(tiny_decoders["llama"], ModelSpec(pooling="last", lora_r=2))
+    model.save(tmp_path / "fold0", load_tokenizer(tiny_decoders["llama"]))
+    size = predict.model_bytes(tmp_path / "fold0")
+    assert size == 2.0 * bb.count_parameters(model.backbone.config)[0]  # a LoRA base in half precision
+
+    class Props:
+        def __init__(self, total):
+            self.total_memory = total
+
+    for memory, replicas in ((size * 10, 2), (size * 1.2, 1)):
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda g, m=memory: Props(m))
+        places, split = predict.inference_devices(tmp_path / "fold0")
+        assert len(places) == replicas and (split is None) == (replicas == 2)
+        if split:
+            assert set(split) == {0, 1}
+
+
+def test_a_split_load_predicts_what_a_whole_one_does(tiny_decoders, tmp_path):
+    """The split path (accelerate's device_map "auto" under a memory cap per device) loads the
+    same model; on this machine the only device is the CPU."""
+    from transformers.utils import is_accelerate_available
+
+    if not is_accelerate_available():  # transformers 4.57 wants accelerate >= 0.26 for a device_map
+        with pytest.raises(ValueError, match="needs a newer accelerate"):
+            TextModel.from_backbone(tiny_decoders["gemma2"], ModelSpec(pooling="mean", lora_r=2), device_map="auto")
+        return
+    torch.manual_seed(0)
+    model = TextModel.from_backbone(tiny_decoders["gemma2"], ModelSpec(pooling="mean", lora_r=2))
+    with torch.no_grad():
+        model.head.weight.normal_()
+    model.save(tmp_path / "fold0", load_tokenizer(tiny_decoders["gemma2"]))
+    whole, tok = TextModel.load(tmp_path / "fold0")
+    split, _ = TextModel.load(tmp_path / "fold0", split={"cpu": 10 * 2**30})
+    a = predict_model(whole, tok, TEXTS, 64)
+    b = predict_model(split, tok, TEXTS, 64)
+    assert np.allclose(a, b, atol=1e-6) and np.ptp(a) > 0

@@ -136,10 +136,14 @@ class TextModel(nn.Module):
         reinit_layers: int = 0,
         gradient_checkpointing: bool = False,
         precision: str = "fp32",
+        device_map=None,
+        max_memory: dict | None = None,
     ) -> TextModel:
         """Pretrained encoder or decoder (hub name or local folder) with a fresh pooling layer and
         head. With spec.lora_r, LoRA adapters on a frozen base loaded in `precision`'s dtype
-        (a resolved precision: fp32, fp16 or bf16), or in 4-bit with spec.load_in_4bit."""
+        (a resolved precision: fp32, fp16 or bf16), or in 4-bit with spec.load_in_4bit;
+        `device_map` (accelerate's: {"": 1}, or "auto" and `max_memory` to split a model over
+        GPUs) places the base as it loads."""
         config = _pretrained(AutoConfig, name_or_dir)
         fam = bb.family_of(config)
         bb.check_pooling(spec.pooling, fam)
@@ -158,9 +162,18 @@ class TextModel(nn.Module):
             if spec.load_in_4bit:
                 bb.check_4bit()
                 kw["quantization_config"] = bb.quantization_config(precision)
-                kw["device_map"] = {"": torch.cuda.current_device()}
+                device_map = device_map or {"": torch.cuda.current_device()}
+            if device_map is not None:
+                from transformers.utils import is_accelerate_available
+
+                if not is_accelerate_available():  # transformers' own floor for device_map
+                    raise ValueError("placing a model on GPUs as it loads (4-bit, or split across GPUs) needs "
+                                     "a newer accelerate than this one: pip install -U accelerate")
+                kw["device_map"] = device_map
+                if max_memory:
+                    kw["max_memory"] = max_memory
             backbone = AutoModel.from_pretrained(name_or_dir, config=config, **kw)
-            if not spec.load_in_4bit:
+            if device_map is None:
                 backbone = backbone.to(dtype)
             targets = bb.lora_targets(spec.lora_targets, fam)
             backbone = bb.add_lora(backbone, spec.lora_r, spec.lora_alpha or 2 * spec.lora_r,
@@ -179,7 +192,13 @@ class TextModel(nn.Module):
             backbone.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
-        return cls(backbone, spec, base=str(name_or_dir))
+        model = cls(backbone, spec, base=str(name_or_dir))
+        if device_map is not None:  # the pooling and head beside the backbone's first weights
+            first = next(backbone.parameters()).device
+            for module in (model.layer_mix, model.pooling, model.head):
+                if module is not None:
+                    module.to(first)
+        return model
 
     def forward(self, input_ids, attention_mask, return_weights: bool = False):
         """(B, S) ids and mask -> (B, num_outputs); with return_weights also (B, S) token weights."""
@@ -233,10 +252,13 @@ class TextModel(nn.Module):
         write_json(folder / KIT_CONFIG, {"model": asdict(self.spec), **extra})
 
     @classmethod
-    def load(cls, folder, device="cpu", base: str | None = None, precision: str = "auto") -> tuple[TextModel, object]:
+    def load(cls, folder, device="cpu", base: str | None = None, precision: str = "auto",
+             split=None) -> tuple[TextModel, object]:
         """(model in eval mode, tokenizer) from a folder written by `save`; needs nothing else,
         but for a LoRA fold its base model (utils.backbone.find_base: `base`, $KIT_BASE_MODEL, the
-        recorded one, an attached Kaggle Model), loaded in `precision` on a GPU, fp32 off it."""
+        recorded one, an attached Kaggle Model), loaded in `precision` on a GPU, fp32 off it.
+        `split` ({device: max memory}): a LoRA fold's base spread over those devices (a model
+        that does not fit one GPU), its inputs given on `device`, the first."""
         folder = Path(folder)
         check_model_dir(folder)
         try:
@@ -253,7 +275,10 @@ class TextModel(nn.Module):
             fam = bb.family_of(AutoConfig.from_pretrained(folder))
             on_gpu = torch.device(device).type == "cuda"
             precision = bb.train_precision(precision, fam, cuda=on_gpu) if on_gpu else "fp32"
-            model = cls.from_backbone(str(base_dir), spec, precision=precision)
+            placed = torch.device(device)
+            device_map = "auto" if split else {"": placed.index or 0} if spec.load_in_4bit and on_gpu else None
+            model = cls.from_backbone(str(base_dir), spec, precision=precision, device_map=device_map,
+                                      max_memory=split)
             model.base = record["model"]
         else:
             config = AutoConfig.from_pretrained(folder)
@@ -276,7 +301,7 @@ class TextModel(nn.Module):
             first = str(e).strip().splitlines()[0]
             raise ValueError(f"{folder / WEIGHTS} does not match the folder's configs ({first})") from None
         tokenizer = load_tokenizer(folder)
-        if not spec.load_in_4bit:  # a 4-bit base is placed on its GPU when loaded
+        if not spec.load_in_4bit and not split:  # a 4-bit or split base is placed as it loads
             model = model.to(device)
         return model.eval(), tokenizer
 

@@ -50,7 +50,11 @@ def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precisio
                   progress=False, desc="predict", fit: str = "head") -> np.ndarray:
     """(N, outputs) predictions of one loaded model; batches sorted by length, results in input
     order; texts longer than max_len fitted as in training (`fit`)."""
+    from . import backbone as bb
+
     device = next(model.parameters()).device
+    if device.type == "cuda":  # "auto" as the family allows (Gemma 2: bf16 or fp32, never fp16)
+        precision = bb.train_precision(precision, bb.family_of(model.backbone.config), cuda=True)
     ds = TextDataset(texts, tokenizer, max_len, fit=fit)
     dl = DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size),
                     collate_fn=Collator(tokenizer.pad_token_id or 0, padding_side=tokenizer.padding_side))
@@ -63,34 +67,96 @@ def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precisio
     return ds.per_text(out)  # windows of a long text (fit "windows") averaged
 
 
+def predict_replicas(models, tokenizer, texts, max_len: int, batch_size=64, precision="auto",
+                     progress=False, desc="predict", fit: str = "head") -> np.ndarray:
+    """predict_model with one replica of a model per device (Kaggle's T4 x2): the texts dealt
+    between them (every n-th), each replica in its own thread (CUDA releases the GIL), the rows
+    put back in input order. One replica: predict_model itself."""
+    if len(models) == 1:
+        return predict_model(models[0], tokenizer, texts, max_len, batch_size, precision, progress, desc, fit)
+    from concurrent.futures import ThreadPoolExecutor
+
+    parts = [np.arange(i, len(texts), len(models)) for i in range(len(models))]
+
+    def one(k):
+        return predict_model(models[k], tokenizer, [texts[j] for j in parts[k]], max_len, batch_size,
+                             precision, progress and k == 0, f"{desc} [{len(models)} devices]", fit)
+
+    with ThreadPoolExecutor(len(models)) as pool:
+        outs = list(pool.map(one, range(len(models))))
+    out = np.zeros((len(texts), outs[0].shape[1]))
+    for idx, o in zip(parts, outs):
+        out[idx] = o
+    return out
+
+
+# What a model may take of a GPU's memory to run inference there whole (the rest: activations).
+FITS_ONE_GPU = 0.7
+
+
+def inference_devices(folder, device=None) -> tuple[list, dict | None]:
+    """Where a fold's model runs: ([device], None) for a given device or one GPU (or none);
+    on several GPUs (Kaggle's T4 x2), a replica on each when the model fits one GPU
+    (data-parallel), else ([first GPU], {gpu: memory}): the model split across them."""
+    if device is not None or torch.cuda.device_count() < 2:
+        return [torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))], None
+    gpus = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+    memory = min(torch.cuda.get_device_properties(g).total_memory for g in gpus)
+    if model_bytes(folder) < FITS_ONE_GPU * memory:
+        return gpus, None
+    return gpus[:1], {g.index: int(0.85 * torch.cuda.get_device_properties(g).total_memory) for g in gpus}
+
+
+def model_bytes(folder) -> float:
+    """Bytes a fold's model takes on a GPU for inference: its backbone's parameters in the
+    dtype it loads in (fp32 for a full fold, half for a LoRA fold's base, about 0.53 bytes per
+    Linear weight in 4-bit), counted from its config without loading it."""
+    from . import backbone as bb
+    from .model import _pretrained
+
+    from transformers import AutoConfig
+
+    spec = json.loads((Path(folder) / KIT_CONFIG).read_text())["model"]
+    total, linear = bb.count_parameters(_pretrained(AutoConfig, folder))
+    if not spec.get("lora_r"):
+        return 4.0 * total
+    if spec.get("load_in_4bit"):
+        return 0.53 * linear + 2.0 * (total - linear)
+    return 2.0 * total
+
+
 def blank_texts(texts) -> np.ndarray:
     """(N,) bool: texts with nothing to read (missing, empty or only whitespace)."""
     return np.array([not isinstance(t, str) or not t.strip() for t in texts], dtype=bool)
 
 
 def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_len=None,
-                  progress=True) -> dict:
+                  progress=True, base_model=None, devices=None) -> dict:
     """{fold number: (N, outputs) predictions of that fold's model}.
 
     A blank text gets the fold's training mean (saved with the fold) instead of a prediction.
+    Without a `device`, every GPU is used (inference_devices: data-parallel replicas, or one
+    model split across them); `devices` gives the replicas' devices explicitly. `base_model`:
+    a LoRA fold's base model folder (else found: utils.backbone.find_base).
     """
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     blank = blank_texts(texts)
     usable = [t for t, b in zip(texts, blank) if not b]
     out = {}
     for folder in fold_dirs(run):
-        model, tokenizer = TextModel.load(folder, device)
+        places, split = ([torch.device(d) for d in devices], None) if devices else inference_devices(folder, device)
+        loaded = [TextModel.load(folder, d, base_model, precision, split) for d in places]
+        models, tokenizer = [m for m, _ in loaded], loaded[0][1]
         saved = json.loads((folder / KIT_CONFIG).read_text())
         length = max_len or saved["train"]["max_len"]
         desc = f"{Path(run).name}/{folder.name}"
-        p = np.zeros((len(blank), model.spec.num_outputs))
+        p = np.zeros((len(blank), models[0].spec.num_outputs))
         if usable:
-            p[~blank] = predict_model(model, tokenizer, usable, length, batch_size, precision,
-                                      progress, desc, saved["train"].get("fit", "head"))
+            p[~blank] = predict_replicas(models, tokenizer, usable, length, batch_size, precision,
+                                         progress, desc, saved["train"].get("fit", "head"))
         # Runs saved before the mean was recorded: the mean prediction of the usable rows.
         p[blank] = saved.get("target_mean") or (p[~blank].mean(0) if usable else 0.0)
         out[int(folder.name[4:])] = p
-        del model
+        del models, loaded
     return out
 
 
@@ -282,7 +348,10 @@ def main(argv=None) -> int:
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch (sorted by length)")
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "fp16", "bf16"),
                    help="auto: fp16/bf16 autocast on a GPU, fp32 on CPU")
-    p.add_argument("--device", default=None, help="cuda, cpu, cuda:1, ... (empty: cuda when there is one)")
+    p.add_argument("--device", default=None, help="cuda, cpu, cuda:1, ... (empty: every GPU there is: a "
+                   "replica on each, or a model too large for one split across them)")
+    p.add_argument("--base-model", default=None, help="a LoRA run's base model folder (empty: the recorded one, "
+                   "or a Kaggle Model / dataset attached that holds it)")
     args = p.parse_args(argv)
     timings: dict = {}
     if not show_progress(True):  # a log file: no bar redraws (transformers' weight loading too)
@@ -291,7 +360,8 @@ def main(argv=None) -> int:
         hf_logging.disable_progress_bar()
     try:
         sub = submit(args.runs, args.test_csv, args.out, args.weights, args.blend, timings,
-                     not args.no_sample_submission, batch_size=args.batch_size, device=args.device, precision=args.precision)
+                     not args.no_sample_submission, batch_size=args.batch_size, device=args.device, precision=args.precision,
+                     base_model=args.base_model)
     except (DataError, ValueError, OSError) as e:
         return cli_error(e)
     for run, sec in timings.items():
