@@ -219,3 +219,77 @@ def test_a_split_load_predicts_what_a_whole_one_does(tiny_decoders, tmp_path):
     a = predict_model(whole, tok, TEXTS, 64)
     b = predict_model(split, tok, TEXTS, 64)
     assert np.allclose(a, b, atol=1e-6) and np.ptp(a) > 0
+
+
+@pytest.mark.parametrize("family", [f.name for f in bb.FAMILIES.values() if f.decoder])
+def test_each_familys_default_lora_targets_are_its_real_module_names(family):
+    """Every decoder family of the table, built tiny from its own config class: the default
+    targets all exist (peft would refuse a name that matches nothing, and miss a renamed one)."""
+    import transformers
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.for_model(family, vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2, head_dim=8, pad_token_id=0,
+                                  bos_token_id=1, eos_token_id=2)
+    assert isinstance(config, transformers.PretrainedConfig) and bb.family_of(config).name == family
+    torch.manual_seed(0)
+    backbone = bb.add_lora(AutoModel.from_config(config), 2, 4, 0.0, bb.lora_targets((), bb.family_of(config)))
+    adapted = {n.split(".")[-4] for n, _ in backbone.named_parameters() if ".lora_A." in n}
+    assert adapted == set(bb.FAMILIES[family].lora_targets)
+
+
+def test_gradient_checkpointing_with_adapters_gives_the_same_gradients(tiny_decoders):
+    ids = torch.tensor([[1, 5, 7, 9, 11, 4], [1, 8, 3, 0, 0, 0]])
+    mask = (torch.arange(6) < torch.tensor([[6], [3]])).long()
+    grads = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        model = TextModel.from_backbone(tiny_decoders["llama"], ModelSpec(pooling="attention", lora_r=2),
+                                        gradient_checkpointing=checkpointing)
+        with torch.no_grad():  # LoRA's B starts at zero: give it values so its A gets gradients
+            for n, p in model.named_parameters():
+                if "lora_B" in n:
+                    p.normal_(0, 0.1)
+        model.train()
+        model(ids, mask).pow(2).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad})
+    assert grads[0].keys() == grads[1].keys() and any("lora_A" in n for n in grads[0])
+    for n in grads[0]:
+        assert torch.allclose(grads[0][n], grads[1][n], atol=1e-6), n
+    assert any(grads[1][n].abs().sum() > 0 for n in grads[1] if "lora_A" in n)
+
+
+def test_the_memory_estimate_orders_its_options_as_expected(tiny_decoders):
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(tiny_decoders["llama"])
+    full = bb.estimate_memory(config, "fp16", 8, 256)
+    lora = bb.estimate_memory(config, "fp16", 8, 256, lora_r=8)
+    qlora = bb.estimate_memory(config, "fp16", 8, 256, lora_r=8, load_in_4bit=True)
+    ckpt = bb.estimate_memory(config, "fp16", 8, 256, lora_r=8, gradient_checkpointing=True)
+    n = sum(p.numel() for p in TextModel.from_backbone(tiny_decoders["llama"], ModelSpec()).backbone.parameters())
+    assert full.params == n and full.trained == n and lora.trained < n / 2
+    assert qlora.weights < lora.weights < full.trainable
+    assert ckpt.activations < lora.activations
+    assert bb.estimate_memory(config, "fp16", 16, 256, lora_r=8).activations == pytest.approx(2 * lora.activations)
+    line = bb.memory_line(lora, 15 * 2**30, "Tesla T4")
+    assert "GiB peak per GPU" in line and "fits" in line and "\n" not in line
+    assert "may NOT fit" in bb.memory_line(lora, lora.total, "tiny GPU")
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--lora-r", "4", "--load-in-4bit"], "needs a CUDA GPU"),
+    (["--pooling", "cls"], "first token has seen nothing"),
+    (["--load-in-4bit"], "needs --lora-r"),
+])
+def test_the_train_cli_refuses_what_a_decoder_cannot_do_in_one_line(tiny_decoders, tiny_csv, tmp_path, capsys,
+                                                                     flags, message):
+    from utils.train import main
+
+    if torch.cuda.is_available() and "--lora-r" in flags:
+        pytest.skip("this machine has CUDA")
+    code = main(["--train-csv", str(tiny_csv), "--out", str(tmp_path / "run"), "--model", tiny_decoders["llama"],
+                 *flags])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()  # refused before anything was written

@@ -206,6 +206,17 @@ def run_precision(cfg: TrainConfig) -> str:
     return bb.train_precision(cfg.precision, bb.family_of(backbone_config(cfg)))
 
 
+def check_backbone(cfg: TrainConfig) -> None:
+    """What this backbone cannot do with these options, refused in one line before any work: a
+    pooling it cannot use, 4-bit loading without a CUDA GPU and bitsandbytes, a precision its
+    family breaks in."""
+    fam = bb.family_of(backbone_config(cfg))
+    bb.check_pooling(cfg.pooling, fam)
+    if cfg.load_in_4bit:
+        bb.check_4bit()
+    bb.train_precision(cfg.precision, fam)
+
+
 def memory_estimate(cfg: TrainConfig, device) -> str:
     """The one line said before training: the estimated peak GPU memory of this run's backbone,
     precision, LoRA / 4-bit, max_len and micro-batch against the device's memory."""
@@ -764,6 +775,7 @@ def run_cv(cfg: TrainConfig, on_validation=None) -> dict:
     """Train every fold not finished yet (or just cfg.only_folds); returns metrics.json's content.
     `on_validation(fold, step, value)`: called after each validation (utils.tune's pruning)."""
     cfg, comp = resolve(cfg)  # the competition's columns, task and fit: what the run records
+    check_backbone(cfg)
     accelerator = make_accelerator(cfg)
     # Says how many processes really train (`accelerate launch --num_processes 2` on a machine
     # without GPUs starts only one; see README for the CPU command).
