@@ -197,3 +197,22 @@ def test_pretraining_on_two_cpu_processes_resumes_as_it_would_have_ended(tiny_be
     assert not (tmp_path / "cut.resume.pt").exists()
     a, b = (load_file(tmp_path / d / "model.safetensors") for d in ("whole", "cut"))
     assert a.keys() == b.keys() and all(np.abs((a[k] - b[k]).numpy()).max() < TOL for k in a)
+
+
+def test_a_decoder_with_lora_trains_on_two_cpu_processes(tiny_csv_module, tiny_decoders, tmp_path):
+    """DDP over a frozen base: only the adapters, pooling and head are all-reduced; the result is
+    the single process's with grad_accum 2, as for an encoder."""
+    flags = dict(pooling="last", lora_r=4, lora_dropout=0.0, lr=5e-3, head_lr=5e-3)  # dropout draws differ per process
+    single = tmp_path / "single"
+    run_cv(cfg_for(tiny_csv_module, single, tiny_decoders["qwen2"], grad_accum=2, **flags))
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(free_port()), "-m", "utils.train",
+           "--train-csv", str(tiny_csv_module), "--out", str(out), "--model", tiny_decoders["qwen2"],
+           "--folds", "2", "--epochs", "2", "--batch-size", "8", "--eval-every", "2", "--pooling", "last",
+           "--lora-r", "4", "--lora-dropout", "0", "--lr", "0.005", "--head-lr", "0.005", "--no-progress"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    check_run(out, log, single, 60)
