@@ -247,7 +247,7 @@ def test_cpu_fp16_is_refused_clearly(tiny_csv, tiny_bert, tmp_path, capsys):
      ((9, 0), "bf16")],
     ids=["P100", "V100", "T4", "A100", "L4", "H100"],
 )
-def test_auto_precision_follows_compute_capability(monkeypatch, capability, expected):
+def test_auto_precision_follows_compute_capability(monkeypatch, capability, expected, tiny_bert, tiny_decoders):
     # A T4 answers is_bf16_supported() == True (emulated bf16, no tensor cores): the rule must
     # not ask it. Training and inference resolve "auto" alike.
     from utils.predict import _autocast
@@ -256,20 +256,23 @@ def test_auto_precision_follows_compute_capability(monkeypatch, capability, expe
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
-    cfg = TrainConfig(train_csv="t", out="o", model="m")
+    cfg = TrainConfig(train_csv="t", out="o", model=tiny_bert)
     assert mixed_precision(cfg) == expected
     ctx = _autocast(torch.device("cuda"), "auto")
     assert ctx.fast_dtype == {"fp16": torch.float16, "bf16": torch.bfloat16}[expected]
     # An explicit choice is kept.
-    assert mixed_precision(TrainConfig(train_csv="t", out="o", model="m", precision="fp32")) == "no"
-    assert mixed_precision(TrainConfig(train_csv="t", out="o", model="m", precision="bf16")) == "bf16"
+    assert mixed_precision(TrainConfig(train_csv="t", out="o", model=tiny_bert, precision="fp32")) == "no"
+    assert mixed_precision(TrainConfig(train_csv="t", out="o", model=tiny_bert, precision="bf16")) == "bf16"
+    # Gemma 2 never in fp16: fp32 where the GPU has no bf16
+    gemma = TrainConfig(train_csv="t", out="o", model=tiny_decoders["gemma2"])
+    assert mixed_precision(gemma) == ("bf16" if expected == "bf16" else "no")
 
 
-def test_auto_precision_is_fp32_without_cuda(monkeypatch):
+def test_auto_precision_is_fp32_without_cuda(monkeypatch, tiny_bert):
     from utils.train import mixed_precision
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert mixed_precision(TrainConfig(train_csv="t", out="o", model="m")) == "no"
+    assert mixed_precision(TrainConfig(train_csv="t", out="o", model=tiny_bert)) == "no"
 
 
 def test_a_fold_that_never_improves_stops_with_one_clear_line(tiny_csv, tiny_bert, tmp_path, capsys,
