@@ -293,3 +293,17 @@ def test_the_train_cli_refuses_what_a_decoder_cannot_do_in_one_line(tiny_decoder
     err = capsys.readouterr().err.strip()
     assert code == 2 and message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_a_run_says_why_gemma2_trains_in_fp32_on_a_t4(tiny_decoders, monkeypatch):
+    from utils.train import check_backbone
+
+    cfg = TrainConfig(train_csv="t", out="o", model=tiny_decoders["gemma2"], pooling="last")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    assert check_backbone(cfg).startswith("gemma2 trains in fp32, not fp16: Gemma 2's activations exceed")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    assert check_backbone(cfg) == ""  # bf16, as for any backbone there
+    llama = TrainConfig(train_csv="t", out="o", model=tiny_decoders["llama"], pooling="last")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    assert check_backbone(llama) == ""

@@ -206,15 +206,17 @@ def run_precision(cfg: TrainConfig) -> str:
     return bb.train_precision(cfg.precision, bb.family_of(backbone_config(cfg)))
 
 
-def check_backbone(cfg: TrainConfig) -> None:
+def check_backbone(cfg: TrainConfig) -> str:
     """What this backbone cannot do with these options, refused in one line before any work: a
     pooling it cannot use, 4-bit loading without a CUDA GPU and bitsandbytes, a precision its
-    family breaks in."""
+    family breaks in. Returns the line that says why its family trains in another precision
+    than "auto" would give an encoder here ('' when it does not)."""
     fam = bb.family_of(backbone_config(cfg))
     bb.check_pooling(cfg.pooling, fam)
     if cfg.load_in_4bit:
         bb.check_4bit()
-    bb.train_precision(cfg.precision, fam)
+    mine, usual = bb.train_precision(cfg.precision, fam), bb.train_precision(cfg.precision, bb.Family("encoder"))
+    return f"{fam.name} trains in {mine}, not {usual}: {fam.why}" if mine != usual else ""
 
 
 def memory_estimate(cfg: TrainConfig, device) -> str:
@@ -775,12 +777,14 @@ def run_cv(cfg: TrainConfig, on_validation=None) -> dict:
     """Train every fold not finished yet (or just cfg.only_folds); returns metrics.json's content.
     `on_validation(fold, step, value)`: called after each validation (utils.tune's pruning)."""
     cfg, comp = resolve(cfg)  # the competition's columns, task and fit: what the run records
-    check_backbone(cfg)
+    family_note = check_backbone(cfg)
     accelerator = make_accelerator(cfg)
     # Says how many processes really train (`accelerate launch --num_processes 2` on a machine
     # without GPUs starts only one; see README for the CPU command).
     accelerator.print(f"{accelerator.num_processes} process(es) on {accelerator.device.type}, "
                       f"mixed precision {accelerator.mixed_precision}")
+    if family_note:
+        accelerator.print(family_note)
     out = Path(cfg.out)
     if accelerator.is_main_process:
         prepare_out(cfg, out)
