@@ -307,3 +307,40 @@ def test_a_run_says_why_gemma2_trains_in_fp32_on_a_t4(tiny_decoders, monkeypatch
     llama = TrainConfig(train_csv="t", out="o", model=tiny_decoders["llama"], pooling="last")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
     assert check_backbone(llama) == ""
+
+
+def saved_activation_bytes(model, ids, mask) -> int:
+    """Bytes of the tensors autograd keeps for the backward of one forward (weights left out)."""
+    weights = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    seen = {}
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in weights:
+            seen[ptr] = max(seen.get(ptr, 0), t.untyped_storage().nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(ids, mask)
+    return sum(seen.values())
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gemma2"])
+@pytest.mark.parametrize("dropout", [0.0, 0.05])
+def test_the_activation_estimate_matches_what_autograd_saves(family, dropout):
+    """The memory estimate's activation term against a measurement: the tensors autograd keeps
+    for the backward, on a 4-layer decoder of each family (fp32, sdpa or Gemma 2's eager)."""
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.for_model(family, vocab_size=500, hidden_size=128, intermediate_size=352,
+                                  num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                  head_dim=32, pad_token_id=0)
+    fam = bb.family_of(config)
+    torch.manual_seed(0)
+    kw = {"attn_implementation": fam.attention or "sdpa"}
+    backbone = bb.add_lora(AutoModel.from_config(config, **kw), 4, 8, dropout, bb.lora_targets((), fam))
+    model = TextModel(backbone, ModelSpec(pooling="mean", lora_r=4)).train()
+    ids, mask = torch.randint(1, 500, (4, 96)), torch.ones(4, 96, dtype=torch.long)
+    measured = saved_activation_bytes(model, ids, mask)
+    est = bb.estimate_memory(config, "fp32", 4, 96, lora_r=4, lora_dropout=dropout)
+    assert 0.85 < est.activations / measured < 1.15, (est.activations, measured)

@@ -39,6 +39,8 @@ class Family:
     fp16: bool = True  # whether fp16 autocast is safe (else bf16 where the GPU has it, else fp32)
     attention: str = ""  # attn_implementation it must load with ("" = transformers' default)
     why: str = ""  # the reason for fp16=False / the attention
+    saved_hidden: float = 8.5  # activations kept per token and layer, in hidden sizes (+ 4 intermediate)
+    saved_scores: int = 1  # attention-score tensors kept per layer in eager attention
 
 
 GEMMA2_WHY = ("Gemma 2's activations exceed fp16's range and its attention soft-caps its logits, "
@@ -52,7 +54,9 @@ FAMILIES = {f.name: f for f in (
     Family("qwen2", True, ATTENTION_AND_MLP),
     Family("qwen3", True, ATTENTION_AND_MLP),
     Family("gemma", True, ATTENTION_AND_MLP, fp16=False, why="Gemma's activations exceed fp16's range"),
-    Family("gemma2", True, ATTENTION_AND_MLP, fp16=False, attention="eager", why=GEMMA2_WHY),
+    # four norms per block, and the soft-capped scores kept beside the probabilities
+    Family("gemma2", True, ATTENTION_AND_MLP, fp16=False, attention="eager", why=GEMMA2_WHY,
+           saved_hidden=10.5, saved_scores=2),
     Family("phi3", True, ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")),
     Family("phi", True, ("q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2")),
 )}
@@ -334,17 +338,19 @@ def lora_parameters(config, r: int, targets) -> int:
 
 def estimate_memory(config, precision: str, micro_batch: int, max_len: int, lora_r: int = 0,
                     targets=(), load_in_4bit: bool = False, gradient_checkpointing: bool = False,
-                    head_params: int = 0) -> MemoryEstimate:
+                    head_params: int = 0, lora_dropout: float = 0.0) -> MemoryEstimate:
     """The peak GPU memory of training one micro-batch, by part.
 
     weights: full fine-tuning keeps fp32 weights (4 bytes each); LoRA loads the frozen base in
     the run's half precision (2 bytes; 4 in fp32); 4-bit NF4 with double quantisation stores
     Linear weights in about 0.53 bytes (the rest in half). trainable: 16 bytes per trained
-    parameter (fp32 weight, gradient, AdamW's two moments). activations, in half precision (2
-    bytes; 4 in fp32) per token: 12 x hidden + 5 x intermediate values per layer (norms, q/k/v,
-    attention output, residuals, the gated MLP's four tensors), and eager attention's
-    heads x tokens scores twice; with gradient checkpointing, one hidden state per layer plus
-    one layer's full set.
+    parameter (fp32 weight, gradient, AdamW's two moments). activations, 2 bytes each (4 in
+    fp32), per token and layer: 8.5 x hidden + 4 x intermediate values (what autograd saves in a
+    Llama-style block, measured on CPU: tests/test_decoders.py; Gemma 2's four norms: 10.5 x
+    hidden), 7 x hidden + intermediate more when LoRA's dropout is on (each adapter keeps its
+    dropped input), and heads x max_len attention probabilities in eager attention (Gemma 2:
+    its soft-capped scores too); with gradient checkpointing, one hidden state per layer plus
+    one layer's full set (recomputed in the backward).
     """
     fam = family_of(config)
     total, linear = count_parameters(config)
@@ -363,10 +369,12 @@ def estimate_memory(config, precision: str, micro_batch: int, max_len: int, lora
     inter = getattr(config, "intermediate_size", None) or 4 * hidden
     layers = config.num_hidden_layers
     tokens = micro_batch * max_len
-    per_layer = tokens * (12 * hidden + 5 * inter) * act_bytes
+    values = fam.saved_hidden * hidden + 4 * inter
+    if lora_r and lora_dropout > 0:
+        values += 7 * hidden + inter
     if fam.attention == "eager" or not fam.decoder:
-        heads = config.num_attention_heads
-        per_layer += 2 * micro_batch * heads * max_len * max_len * act_bytes
+        values += fam.saved_scores * config.num_attention_heads * max_len
+    per_layer = tokens * values * act_bytes
     if gradient_checkpointing:
         activations = layers * tokens * hidden * act_bytes + per_layer
     else:

@@ -226,7 +226,8 @@ def memory_estimate(cfg: TrainConfig, device) -> str:
     hidden = config.hidden_size
     head = hidden * hidden + 3 * hidden if "attention" in cfg.pooling else hidden
     est = bb.estimate_memory(config, run_precision(cfg), cfg.batch_size, cfg.max_len, cfg.lora_r,
-                             cfg.lora_targets, cfg.load_in_4bit, cfg.gradient_checkpointing, head)
+                             cfg.lora_targets, cfg.load_in_4bit, cfg.gradient_checkpointing, head,
+                             cfg.lora_dropout)
     if device.type != "cuda":
         return bb.memory_line(est, None)
     props = torch.cuda.get_device_properties(device)
