@@ -344,3 +344,19 @@ def test_the_activation_estimate_matches_what_autograd_saves(family, dropout):
     measured = saved_activation_bytes(model, ids, mask)
     est = bb.estimate_memory(config, "fp32", 4, 96, lora_r=4, lora_dropout=dropout)
     assert 0.85 < est.activations / measured < 1.15, (est.activations, measured)
+
+
+def test_an_encoder_takes_lora_too(tiny_bert, tiny_csv, tmp_path):
+    out = tmp_path / "run"
+    run_cv(TrainConfig(train_csv=str(tiny_csv), out=str(out), model=tiny_bert, folds=2, epochs=2, batch_size=8,
+                       eval_every=2, lr=5e-3, lora_r=4, only_folds=(0,), progress=False))
+    from safetensors.torch import load_file
+
+    state = load_file(str(out / "fold0" / WEIGHTS))
+    adapted = {k.split(".")[-4] for k in state if ".lora_A." in k}
+    assert adapted == {"query", "key", "value", "dense"}  # BERT's names, the family's defaults
+    assert not [k for k in state if k.startswith("backbone.") and "lora_" not in k]
+    model, tok = TextModel.load(out / "fold0")
+    oof = pd.read_csv(out / "oof.csv", dtype={"id": str})
+    train = pd.read_csv(tiny_csv, dtype={"id": str}).set_index("id").loc[oof.id]
+    assert np.abs(predict_model(model, tok, train.excerpt.tolist(), 256)[:, 0] - oof.pred).max() < 1e-5
