@@ -62,6 +62,9 @@ FAMILIES = {f.name: f for f in (
 )}
 
 
+ENCODER = Family("encoder")  # what a family without traps follows (BERT, RoBERTa, ...)
+
+
 def family_of(config) -> Family:
     """The family of a backbone config; one the table does not know is a decoder when its
     config says so (is_decoder, a *ForCausalLM architecture), and LoRA then targets every

@@ -87,12 +87,11 @@ def _reinit(module: nn.Module, std: float) -> None:
 
 
 def amp_precision(device_type: str = "cuda") -> str:
-    """What `precision="auto"` means on this machine: 'fp32' off CUDA; on CUDA 'bf16' from compute
-    capability 8 (A100, L4, H100), 'fp16' below it (T4, P100, V100). Not is_bf16_supported():
-    it answers True on a T4, which only emulates bf16, without tensor cores."""
-    if device_type != "cuda" or not torch.cuda.is_available():
-        return "fp32"
-    return "bf16" if torch.cuda.get_device_capability()[0] >= 8 else "fp16"
+    """What `precision="auto"` means on this machine for a backbone without precision traps:
+    'fp32' off CUDA; on CUDA 'bf16' from compute capability 8 (A100, L4, H100), 'fp16' below
+    it (T4, P100, V100). Not is_bf16_supported(): it answers True on a T4, which only emulates
+    bf16, without tensor cores. A family's own rule: utils.backbone.train_precision."""
+    return bb.train_precision("auto", bb.ENCODER, cuda=device_type == "cuda" and torch.cuda.is_available())
 
 
 def encoder_layers(backbone: nn.Module) -> nn.ModuleList:

@@ -215,7 +215,7 @@ def check_backbone(cfg: TrainConfig) -> str:
     bb.check_pooling(cfg.pooling, fam)
     if cfg.load_in_4bit:
         bb.check_4bit()
-    mine, usual = bb.train_precision(cfg.precision, fam), bb.train_precision(cfg.precision, bb.Family("encoder"))
+    mine, usual = bb.train_precision(cfg.precision, fam), bb.train_precision(cfg.precision, bb.ENCODER)
     return f"{fam.name} trains in {mine}, not {usual}: {fam.why}" if mine != usual else ""
 
 
