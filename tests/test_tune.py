@@ -1,6 +1,7 @@
 """python -m utils.tune: Optuna trials that are kit runs, pruned on the kit's validations, in a
 SQLite study that resumes; the best trial printed as the utils.train command that reproduces it."""
 
+import json
 import shlex
 
 import optuna
@@ -85,3 +86,52 @@ def test_the_benchmark_report_counts_pruned_minutes_against_the_completed_trials
     pruned = next(t for t in res["trials"] if t["state"] == "PRUNED")
     assert (pruned["last_step"], pruned["last_valid_rmse"]) == (40, 0.9)
     assert "| 3 | 1.0e-04 |" in bench.table(res) and "0.9000 at step 40" in bench.table(res)
+
+
+def test_a_lora_run_searches_its_rank_and_scale_over_the_lr_range_adapters_train_at(tiny_csv, tiny_decoders,
+                                                                                      tmp_path, capsys):
+    """--space lr,lora_r,lora_alpha on a decoder with LoRA: each trial trains adapters of the rank
+    it drew, records the scale it drew, and the best one is printed as its utils.train command."""
+    from safetensors.torch import load_file
+
+    from utils.model import KIT_CONFIG, WEIGHTS
+
+    out = tmp_path / "study"
+    extra = ("--pooling", "last", "--lora-r", "4", "--head-lr", "5e-3", "--trials", "2",
+             "--space", "lr,lora_r,lora_alpha")
+    assert tune_cli.main(argv(tiny_csv, tiny_decoders["llama"], out, *extra)) == 0
+    study = optuna.load_study(study_name="kit", storage=f"sqlite:///{out / 'study.db'}")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 2  # 2 startup trials: never pruned
+    for t in study.trials:
+        assert t.distributions["lr"].high == tune_cli.LORA_SPACE["lr"][2]  # not the encoders' 2e-4
+        fold = out / f"trial{t.number}" / "fold0"
+        ranks = {w.shape[0] for k, w in load_file(str(fold / WEIGHTS)).items() if ".lora_A." in k}
+        assert ranks == {t.params["lora_r"]}
+        saved = json.loads((fold / KIT_CONFIG).read_text())["model"]
+        assert saved["lora_alpha"] == t.params["lora_alpha"]
+    best = study.best_trial
+    command = next(ln.split("reproduce it: ", 1)[1] for ln in capsys.readouterr().out.splitlines()
+                   if "reproduce it: " in ln)
+    cfg = config_from_args(shlex.split(command)[3:])
+    assert (cfg.lora_r, cfg.lora_alpha, cfg.pooling) == (best.params["lora_r"], best.params["lora_alpha"], "last")
+    assert cfg.lr == pytest.approx(best.params["lr"])
+
+
+def test_a_decoders_poolings_include_last_and_an_encoders_keep_theirs(tiny_decoders, tiny_bert):
+    from utils.config import TrainConfig
+
+    decoder = TrainConfig(train_csv="t.csv", out="o", model=tiny_decoders["qwen2"], pooling="last", lora_r=8)
+    encoder = TrainConfig(train_csv="t.csv", out="o", model=tiny_bert)
+    assert "last" in tune_cli.space_for(decoder)["pooling"][1] and "cls" not in tune_cli.space_for(decoder)["pooling"][1]
+    assert tune_cli.space_for(encoder)["pooling"] == tune_cli.SPACE["pooling"]
+    assert tune_cli.space_for(encoder)["lr"] == tune_cli.SPACE["lr"] != tune_cli.space_for(decoder)["lr"]
+
+
+@pytest.mark.parametrize("space", ["lr,lora_r", "lora_alpha", "lr,lora_dropout"])
+def test_lora_settings_searched_without_lora_are_refused_in_one_line(space, tiny_csv, tiny_bert, tmp_path, capsys):
+    out = tmp_path / "s"
+    assert tune_cli.main(argv(tiny_csv, tiny_bert, out, "--space", space)) == 2
+    lora = ",".join(s for s in space.split(",") if s.startswith("lora_"))
+    assert_one_line_error(capsys.readouterr().err, f"--space {lora}: the trials train the whole backbone",
+                          "give --lora-r")
+    assert not out.exists()  # refused before a study or a trial was started

@@ -6,6 +6,9 @@ in OUT, so an interrupted study resumes.
         --trials 20 --space lr,head_lr,llrd,warmup --out runs/tune-rb
 
 Every utils.train option sets what the trials share; --space names the settings searched (SPACE).
+A LoRA run (--lora-r, a decoder LLM's usual setting) searches its adapters too (--space
+lr,lora_r,lora_alpha: the rank the trials start from is then drawn), and its lr over the range
+adapters train at (LORA_SPACE); a decoder's poolings include "last" (its last real token).
 Trial n's run is OUT/trial<n>; the best trial is printed as the utils.train command that
 reproduces it. The tuned folds' CV flatters the setting found (it was picked on those folds'
 validation rows): tune on some folds (--only-folds 0) and judge it on the others, or keep a fold
@@ -39,13 +42,50 @@ SPACE = {
     "pooling": ("cat", ("attention", "mean", "attention+mean")),
     "layers": ("int", 1, 4),
     "max_grad_norm": ("cat", (0.0, 1.0, 10.0)),
+    "lora_r": ("cat", (4, 8, 16, 32, 64)),  # LoRA's rank (runs with --lora-r only)
+    "lora_alpha": ("cat", (8.0, 16.0, 32.0, 64.0)),  # LoRA's scale numerator
+    "lora_dropout": ("float", 0.0, 0.1),
 }
+LORA_ONLY = ("lora_r", "lora_alpha", "lora_dropout")  # settings with no effect without adapters
+# What a LoRA run searches instead: adapters on a frozen base train at larger rates than a whole
+# backbone does (QLoRA's 2e-4; 1e-3 on small models), so the encoders' lr range would stop short.
+LORA_SPACE = {"lr": ("log", 2e-5, 1e-3)}
+# A decoder's poolings: "last" is its natural one (the last real token has seen the whole text);
+# "cls" never (its first token has seen nothing).
+DECODER_SPACE = {"pooling": ("cat", ("last", "attention", "mean", "attention+mean"))}
 # A validation's step in the study: folds one after the other (fold k's steps from k * STRIDE).
 STRIDE = 10**6
 
 
-def suggest(trial, name: str):
-    kind, *spec = SPACE[name]
+def space_for(base) -> dict:
+    """SPACE as the trials' run searches it: LORA_SPACE's ranges for a LoRA run, DECODER_SPACE's
+    for a decoder backbone (its family, utils.backbone.family_of)."""
+    from .backbone import family_of
+    from .train import backbone_config
+
+    space = dict(SPACE)
+    if base.lora_r:
+        space.update(LORA_SPACE)
+    if family_of(backbone_config(base)).decoder:
+        space.update(DECODER_SPACE)
+    return space
+
+
+def check_space(base, space) -> None:
+    """Refuse, in one line, a setting SPACE does not know, an empty search, or LoRA's settings
+    searched for a run that trains without adapters (every trial would be the same run)."""
+    bad = [s for s in space if s not in SPACE]
+    if bad or not space:
+        raise ValueError(f"--space {','.join(bad) or '(empty)'}: choose from {', '.join(SPACE)}")
+    lora = [s for s in space if s in LORA_ONLY]
+    if lora and not base.lora_r:
+        raise ValueError(f"--space {','.join(lora)}: the trials train the whole backbone, without LoRA "
+                         "adapters (--lora-r 0); give --lora-r (e.g. 8: the search then draws the rank) "
+                         "to search LoRA's settings, or leave them out of --space")
+
+
+def suggest(trial, name: str, space: dict | None = None):
+    kind, *spec = (space or SPACE)[name]
     if kind == "log":
         return trial.suggest_float(name, spec[0], spec[1], log=True)
     if kind == "float":
@@ -64,9 +104,8 @@ def tune(base, space, trials: int, out, pruner=None, sampler=None, log=print) ->
     from .metrics import get_metric
     from .train import run_cv
 
-    bad = [s for s in space if s not in SPACE]
-    if bad or not space:
-        raise ValueError(f"--space {','.join(bad) or '(empty)'}: choose from {', '.join(SPACE)}")
+    check_space(base, space)
+    ranges = space_for(base)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     comp = resolve(base)[1]
@@ -85,7 +124,7 @@ def tune(base, space, trials: int, out, pruner=None, sampler=None, log=print) ->
     study.sampler = sampler or optuna.samplers.TPESampler(seed=base.seed + len(study.trials))
 
     def objective(trial):
-        params = {name: suggest(trial, name) for name in space}
+        params = {name: suggest(trial, name, ranges) for name in space}
         cfg = dataclasses.replace(base, out=str(out / f"trial{trial.number}"), **params)
         t0 = time.time()
 
