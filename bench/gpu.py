@@ -2,8 +2,8 @@
 
     python bench/gpu.py --prepare gpu_carry      # here, on CPU: fp16 all-MiniLM-L6-v2 + train.csv
     python bench/gpu.py --model gpu_carry/minilm-fp16 --data gpu_carry/train.csv \
-        --out bench/results/gpu.json             # on the GPU machine (no internet): ~1-4 min
-    python bench/gpu.py --smoke --out /tmp/gpu_smoke.json   # same code, CPU, tiny random model
+        --out bench/results/gpu.json             # on the GPU machine (no internet): < 8 min
+    python bench/gpu.py --smoke --out /tmp/gpu_smoke.json   # same code, CPU, tiny random models
 
 --prepare writes DIR/minilm-fp16/ (config, tokenizer, weights in float16: ~45 MB) and
 DIR/train.csv (from --data, $COMMONLIT_DATA or data/). DIR must be git-ignored (gpu_carry/ is);
@@ -25,6 +25,22 @@ Inference arms (the model trained by the fp32 arm; fp16 autocast on CUDA, fp32 o
   dynamic @L   utils.predict.predict_model: length-sorted batches padded to the longest
   fixed @L     tokenizer(padding="max_length") to L, batches in file order (bench/inference.py)
 for L = 256 and 512; rows/s are medians of --repeats alternating passes after a warm-up pass.
+
+LoRA arms (a decoder LLM's path: utils.backbone, peft), through the same train_fold on the same
+fold, rows and batches, with --pooling last, LoRA r 16 (alpha 32, dropout 0.05) on the family's
+default targets, lr 2e-4, at the precision the kit picks for the family here (bf16 from compute
+capability 8, fp16 below, fp32 on CPU), validating at the end with the training micro-batch:
+  LoRA | LoRA + checkpointing                     the frozen base in that precision
+  QLoRA 4-bit | QLoRA 4-bit + checkpointing       the base in 4-bit NF4 (needs CUDA and
+                                                  bitsandbytes where this runs: else "skipped",
+                                                  with the reason utils.backbone.check_4bit gives)
+The decoder has random weights (nothing can be downloaded where this runs, and no LLM weights are
+carried): a Qwen2 in Qwen2-0.5B's published shape (--decoder; "tiny" with --smoke), built and
+saved at the start, with the carried tokenizer. Its score shows that training runs and does not
+diverge, not what a pretrained model reaches. Each arm: samples/s, peak GPU memory, the valid
+RMSE after --steps, and utils.backbone.estimate_memory for the same settings (the figure
+utils.train prints before training) beside the measured peak, with their ratio; the trained
+parameters counted in the model against the estimate's count.
 
 Arms start only while the elapsed time is under --budget seconds (the rest are reported as
 skipped); an arm that fails is recorded with its error and the others still run (exit code 1).
@@ -65,6 +81,17 @@ GPU_DEFAULTS = dict(steps=120, warmup_steps=10, batch_size=16, train_rows=0, inf
                     infer_batch_size=64, repeats=3)
 SMOKE_DEFAULTS = dict(steps=6, warmup_steps=2, batch_size=8, train_rows=64, infer_rows=32,
                       infer_batch_size=16, repeats=1)
+# The LoRA arms' decoder: random weights in a real model's shape (Qwen2-0.5B's config.json), or
+# a tiny one for --smoke; its vocabulary is at least the carried tokenizer's.
+DECODERS = {
+    "qwen2-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                       num_key_value_heads=2, vocab_size=151936),
+    "tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=0),
+}
+LORA = dict(lora_r=16, lora_alpha=32.0, lora_dropout=0.05, pooling="last", lr=2e-4, head_lr=1e-3)
+LORA_ARMS = (("LoRA", False, False), ("LoRA + checkpointing", False, True),
+             ("QLoRA 4-bit", True, False), ("QLoRA 4-bit + checkpointing", True, True))
 WORDS = ("the cat sat on a mat while quantum thermodynamics elucidates entropy a dog ran home "
          "photosynthesis converts luminous energy into chemical bonds we like to play in the sun "
          "notwithstanding the aforementioned considerations the committee deliberated").split()
@@ -194,6 +221,25 @@ def synthetic_csv(path: Path, n: int) -> str:
     return str(path)
 
 
+def random_decoder(folder: Path, shape: dict, tokenizer_dir: str) -> dict:
+    """A Qwen2 decoder with random weights in `shape`, saved in float16 with the tokenizer of
+    `tokenizer_dir` (its pad token masked, as any decoder's); returns what it is."""
+    from transformers import AutoModel, Qwen2Config
+
+    from utils.model import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_dir)
+    shape = {**shape, "vocab_size": max(shape["vocab_size"], len(tokenizer))}
+    config = Qwen2Config(**shape, max_position_embeddings=4096, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config).half()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return {"family": config.model_type, "shape": shape, "params": sum(p.numel() for p in model.parameters()),
+            "weights": "random (nothing is downloaded): the score shows training runs, not what a "
+                       "pretrained model reaches"}
+
+
 # ----------------------------------------------------------------------------- training arms
 
 
@@ -230,24 +276,27 @@ def stamping(stamps: list):
         transformers.get_cosine_schedule_with_warmup = original
 
 
-def train_arm(a, model_dir: str, out_dir: Path, precision: str, checkpointing: bool) -> tuple:
-    """(result dict, trained model or None): one arm through utils.train.train_fold."""
+def train_arm(a, model_dir: str, out_dir: Path, precision: str, checkpointing: bool, **overrides) -> tuple:
+    """(result dict, trained model or None, config): one arm through utils.train.train_fold;
+    `overrides`: TrainConfig fields (the LoRA arms')."""
     from utils.config import TrainConfig
     from utils.data import make_folds
     from utils.objective import get_objective
-    from utils.train import load_train, make_accelerator, train_fold
+    from utils.train import check_backbone, load_train, make_accelerator, run_precision, train_fold
 
     arm = {"precision": precision, "gradient_checkpointing": checkpointing}
-    cfg = TrainConfig(
-        train_csv=a.data, out=str(out_dir), model=model_dir, precision=precision,
-        gradient_checkpointing=checkpointing, max_len=256, batch_size=a.batch_size,
-        max_steps=a.steps, epochs=10**6, lr=5e-5, head_lr=1e-3, eval_every=10**9,
-        max_rows=a.train_rows, folds=5, fold_seed=42, seed=42, only_folds=(0,), progress=False,
-    )
+    cfg = TrainConfig(**{
+        **dict(train_csv=a.data, out=str(out_dir), model=model_dir, precision=precision,
+               gradient_checkpointing=checkpointing, max_len=256, batch_size=a.batch_size,
+               max_steps=a.steps, epochs=10**6, lr=5e-5, head_lr=1e-3, eval_every=10**9,
+               max_rows=a.train_rows, folds=5, fold_seed=42, seed=42, only_folds=(0,), progress=False),
+        **overrides})
     try:
+        arm["precision"] = run_precision(cfg)  # "auto" resolved for the backbone's family here
+        check_backbone(cfg)  # 4-bit without CUDA or bitsandbytes, a precision the family breaks in
         accelerator = make_accelerator(cfg)
-    except ValueError as e:  # the kit's own refusal (fp16 without CUDA)
-        return {**arm, "status": "skipped", "reason": str(e)}, None
+    except ValueError as e:  # the kit's own refusal (fp16 or 4-bit without CUDA)
+        return {**arm, "status": "skipped", "reason": str(e)}, None, cfg
     df = load_train(cfg)
     folds = make_folds(df, cfg.folds, cfg.fold_seed, cfg.target_cols, get_objective(cfg.task).classes)
     stamps: list = []
@@ -270,6 +319,35 @@ def train_arm(a, model_dir: str, out_dir: Path, precision: str, checkpointing: b
         n_valid=info["n_valid"], arm_seconds=round(seconds, 1),
         fp16_loss_scale=scaler.get_scale() if scaler is not None else None,
     )
+    return arm, model, cfg
+
+
+def lora_arm(a, decoder_dir: str, out_dir: Path, four_bit: bool, checkpointing: bool) -> tuple:
+    """(result dict, trained model or None): a LoRA / QLoRA arm (train_arm with LORA's settings)
+    and utils.backbone.estimate_memory for the same settings beside its measured peak."""
+    from utils import backbone as bb
+    from utils.train import backbone_config
+
+    arm, model, cfg = train_arm(a, decoder_dir, out_dir, "auto", checkpointing, **LORA,
+                                load_in_4bit=four_bit, eval_batch_size=a.batch_size)
+    if model is None:
+        return arm, None
+    trained = [p for p in model.parameters() if p.requires_grad]
+    in_backbone = {id(p) for p in model.backbone.parameters()}
+    head = sum(p.numel() for p in trained if id(p) not in in_backbone)  # pooling + head, as built
+    est = bb.estimate_memory(backbone_config(cfg), arm["precision"], cfg.batch_size, cfg.max_len, cfg.lora_r,
+                             cfg.lora_targets, cfg.load_in_4bit, cfg.gradient_checkpointing, head,
+                             cfg.lora_dropout)
+    peak = arm["peak_mem_mib"]
+    arm.update(
+        load_in_4bit=four_bit, lora_r=cfg.lora_r, trained_params=sum(p.numel() for p in trained),
+        estimate_trained_params=est.trained, backbone_params=est.params,
+        trained_dtype=sorted({str(p.dtype).replace("torch.", "") for p in trained}),
+        estimate_mib={"weights": mib(est.weights), "trainable": mib(est.trainable),
+                      "activations": mib(est.activations), "total": mib(est.total)},
+        peak_over_estimate=None if peak is None else peak / mib(est.total),
+    )
+    arm.pop("master_weights_dtype")  # the first parameter is the frozen base's: see trained_dtype
     return arm, model
 
 
@@ -339,7 +417,7 @@ def fmt(x, spec: str) -> str:
     return "n/a" if x is None else format(x, spec)
 
 
-def tables(train: list, infer: list, memory_note: str) -> str:
+def tables(train: list, infer: list, lora: list, memory_note: str) -> str:
     lines = ["| training arm | precision | checkpointing | samples/s | peak GPU MiB | valid RMSE | note |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for x in train:
@@ -362,6 +440,19 @@ def tables(train: list, infer: list, memory_note: str) -> str:
                          f"{fmt(x['peak_mem_mib'], '.0f')} | {vs} | |")
         else:
             lines.append(f"| {x['arm']} | – | – | – | – | – | "
+                         f"{x['status']}: {x.get('reason') or x.get('error')} |")
+    lines += ["", "| LoRA arm | precision | checkpointing | samples/s | peak GPU MiB | estimate MiB | "
+              "peak / estimate | valid RMSE | note |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for x in lora:
+        ckpt = "on" if x["gradient_checkpointing"] else "off"
+        if x["status"] == "ok":
+            note = (f"{x['trained_params']:,} of {x['backbone_params']:,} parameters trained "
+                    f"({'/'.join(x['trained_dtype'])})")
+            lines.append(f"| {x['arm']} | {x['precision']} | {ckpt} | {x['samples_per_s']:.1f} | "
+                         f"{fmt(x['peak_mem_mib'], '.0f')} | {x['estimate_mib']['total']:.0f} | "
+                         f"{fmt(x['peak_over_estimate'], '.2f')} | {x['valid_rmse']:.4f} | {note} |")
+        else:
+            lines.append(f"| {x['arm']} | {x.get('precision', '–')} | {ckpt} | – | – | – | – | – | "
                          f"{x['status']}: {x.get('reason') or x.get('error')} |")
     return "\n".join(lines) + (f"\n\n{memory_note}" if memory_note else "")
 
@@ -412,7 +503,7 @@ def run(a) -> int:
             train.append({**arm, "status": "skipped", "reason": skip()})
             continue
         try:
-            result, model = train_arm(a, model_dir, tmp / f"run{i}", precision, ckpt)
+            result, model, _ = train_arm(a, model_dir, tmp / f"run{i}", precision, ckpt)
             arm.update(result)
         except Exception as e:  # noqa: BLE001 - one failed arm must not lose the others
             arm.update(status="error", error=error_text(e))
@@ -443,18 +534,57 @@ def run(a) -> int:
     for x in infer:
         if x["status"] == "ok":
             print(f"[{elapsed():6.1f} s] inference {x['arm']}: {x['rows_per_s']:.1f} rows/s", flush=True)
+    model = kept = None  # the LoRA arms' peaks start from an empty GPU
+
+    lora, decoder = [], None
+    if skip():
+        lora = [{"arm": name, "gradient_checkpointing": ckpt, "status": "skipped", "reason": skip()}
+                for name, _, ckpt in LORA_ARMS]
+    else:
+        try:
+            decoder = random_decoder(tmp / "decoder", DECODERS[a.decoder], model_dir)
+            shape = decoder["shape"]
+            print(f"[{elapsed():6.1f} s] LoRA arms: a {decoder['family']} decoder with random weights in "
+                  f"{a.decoder}'s shape (hidden {shape['hidden_size']}, {shape['num_hidden_layers']} layers, "
+                  f"{shape['num_attention_heads']} heads, {shape['num_key_value_heads']} kv heads, intermediate "
+                  f"{shape['intermediate_size']}, vocab {shape['vocab_size']}: {decoder['params']:,} "
+                  "parameters); no weights are downloaded: its score shows training runs, not what a "
+                  "pretrained model reaches", flush=True)
+        except Exception as e:  # noqa: BLE001
+            lora = [{"arm": name, "gradient_checkpointing": ckpt, "status": "error", "error": error_text(e)}
+                    for name, _, ckpt in LORA_ARMS]
+    for i, (name, four_bit, ckpt) in enumerate(LORA_ARMS if decoder else ()):
+        arm = {"arm": name, "gradient_checkpointing": ckpt}
+        if skip():
+            lora.append({**arm, "status": "skipped", "reason": skip()})
+            continue
+        try:
+            reset_memory()
+            result, model = lora_arm(a, str(tmp / "decoder"), tmp / f"lora{i}", four_bit, ckpt)
+            arm.update(result)
+        except Exception as e:  # noqa: BLE001 - one failed arm must not lose the others
+            arm.update(status="error", error=error_text(e))
+        model = None
+        lora.append(arm)
+        print(f"[{elapsed():6.1f} s] {name}: " + (
+            f"{arm['samples_per_s']:.1f} samples/s, peak {fmt(arm['peak_mem_mib'], '.0f')} MiB, "
+            f"estimate {arm['estimate_mib']['total']:.0f} MiB, valid RMSE {arm['valid_rmse']:.4f}"
+            if arm["status"] == "ok" else f"{arm['status']}: {arm.get('reason') or arm.get('error')}"), flush=True)
 
     memory_note = "" if cuda else "Peak GPU memory: not available on CPU (n/a)."
-    text = tables(train, infer, memory_note)
+    text = tables(train, infer, lora, memory_note)
     total = elapsed()
     print(f"\n{text}\n\nTotal {total:.1f} s on {env['device']} (budget {a.budget:.0f} s).")
     settings = {k: getattr(a, k) for k in ("steps", "warmup_steps", "batch_size", "train_rows",
-                                           "infer_rows", "infer_batch_size", "repeats", "budget", "smoke")}
+                                           "infer_rows", "infer_batch_size", "repeats", "budget", "smoke",
+                                           "decoder")}
+    settings["lora"] = LORA
     command = "python bench/gpu.py " + ("--smoke" if a.smoke else f"--model {shown_model} --data {shown_data}")
     result = {
         "command": command, "environment": env, "settings": settings,
         "model": shown_model, "weights_stored_as": stored, "data": shown_data,
-        "training": train, "inference": infer, "memory": memory_note or "torch.cuda.max_memory_allocated, MiB",
+        "training": train, "inference": infer, "lora": lora, "decoder": decoder,
+        "memory": memory_note or "torch.cuda.max_memory_allocated, MiB",
         "total_seconds": round(total, 1), "table": text,
     }
     if a.out:
@@ -462,8 +592,8 @@ def run(a) -> int:
         Path(a.out).write_text(json.dumps(result, indent=2, default=float))
         print(f"wrote {a.out}")
     shutil.rmtree(tmp, ignore_errors=True)
-    failed = [x["arm"] for x in train + infer if x["status"] == "error"]
-    ok = all(math.isfinite(x.get("valid_rmse", 0.0)) for x in train if x["status"] == "ok")
+    failed = [x["arm"] for x in train + infer + lora if x["status"] == "error"]
+    ok = all(math.isfinite(x.get("valid_rmse", 0.0)) for x in train + lora if x["status"] == "ok")
     return 1 if failed or not ok else 0
 
 
@@ -477,6 +607,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="", help="result JSON (default bench/results/gpu.json; none with --smoke)")
     p.add_argument("--smoke", action="store_true", help="CPU, tiny random model, synthetic rows")
     p.add_argument("--budget", type=float, default=420, help="no arm starts after this many seconds")
+    p.add_argument("--decoder", choices=tuple(DECODERS), default=None,
+                   help="the LoRA arms' random decoder's shape (default qwen2-0.5b; tiny with --smoke)")
     for k, v in GPU_DEFAULTS.items():
         p.add_argument("--" + k.replace("_", "-"), type=int, default=None,
                        help=f"default {v} ({SMOKE_DEFAULTS[k]} with --smoke)")
@@ -487,6 +619,7 @@ def main(argv=None) -> int:
     for k, v in (SMOKE_DEFAULTS if a.smoke else GPU_DEFAULTS).items():
         if getattr(a, k) is None:
             setattr(a, k, v)
+    a.decoder = a.decoder or ("tiny" if a.smoke else "qwen2-0.5b")
     if not a.smoke and not a.out:
         a.out = str(ROOT / "bench" / "results" / "gpu.json")
     if not 0 < a.warmup_steps < a.steps:
