@@ -152,10 +152,11 @@ def test_four_bit_is_refused_in_one_line_without_cuda(tiny_decoders):
         TrainConfig(train_csv="t.csv", out="o", model="m", load_in_4bit=True)
 
 
-def test_gemma2_never_trains_in_fp16():
+def test_gemma2_runs_in_fp16_only_when_asked_and_is_warned():
     gemma2, llama = bb.FAMILIES["gemma2"], bb.FAMILIES["llama"]
-    with pytest.raises(ValueError, match="soft-caps"):
-        bb.train_precision("fp16", gemma2, cuda=True)
+    assert bb.train_precision("fp16", gemma2, cuda=True) == "fp16"
+    assert bb.precision_note("fp16", gemma2, cuda=True).startswith("warning: gemma2 in fp16 as asked")
+    assert bb.precision_note("fp16", llama, cuda=True) == ""
     assert bb.train_precision("auto", gemma2, cuda=False) == "fp32"
     assert bb.train_precision("auto", llama, cuda=False) == "fp32"
     assert gemma2.attention == "eager"
@@ -301,7 +302,7 @@ def test_a_run_says_why_gemma2_trains_in_fp32_on_a_t4(tiny_decoders, monkeypatch
     cfg = TrainConfig(train_csv="t", out="o", model=tiny_decoders["gemma2"], pooling="last")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
-    assert check_backbone(cfg).startswith("gemma2 trains in fp32, not fp16: Gemma 2's activations exceed")
+    assert check_backbone(cfg).startswith("gemma2 runs in fp32, not fp16: Gemma 2's activations exceed")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
     assert check_backbone(cfg) == ""  # bf16, as for any backbone there
     llama = TrainConfig(train_csv="t", out="o", model=tiny_decoders["llama"], pooling="last")

@@ -113,12 +113,10 @@ def gpu_has_bf16() -> bool:
 
 
 def train_precision(precision: str, fam: Family, cuda: bool | None = None) -> str:
-    """The --precision a family trains in: "auto" is bf16 on a GPU with bf16, fp16 on an older
-    GPU (fp32 for a family fp16 breaks), fp32 off CUDA; "fp16" for such a family is refused."""
+    """The precision a family runs in: "auto" is bf16 on a GPU with bf16, fp16 on an older GPU
+    (fp32 for a family fp16 breaks: precision_note says why), fp32 off CUDA; any other value is
+    kept (an explicit fp16 for such a family too, with precision_note's warning)."""
     cuda = torch.cuda.is_available() if cuda is None else cuda
-    if precision == "fp16" and not fam.fp16:
-        raise ValueError(f"--precision fp16 with {fam.name}: {fam.why}; use bf16 (GPU compute "
-                         "capability 8+) or fp32, or leave --precision auto")
     if precision != "auto":
         return precision
     if not cuda:
@@ -126,6 +124,17 @@ def train_precision(precision: str, fam: Family, cuda: bool | None = None) -> st
     if gpu_has_bf16():
         return "bf16"
     return "fp16" if fam.fp16 else "fp32"
+
+
+def precision_note(precision: str, fam: Family, cuda: bool | None = None) -> str:
+    """The line that says why this family runs in another precision than "auto" gives any
+    backbone here, or warns of an fp16 it breaks in; '' when there is nothing to say."""
+    mine, usual = train_precision(precision, fam, cuda), train_precision(precision, ENCODER, cuda)
+    if mine == "fp16" and not fam.fp16:
+        return (f"warning: {fam.name} in fp16 as asked: {fam.why}; a step that overflows gives NaN, "
+                "which the kit refuses (a fold keeps its best finite checkpoint, a submission is never "
+                "written with NaN); --precision auto runs it in bf16 or fp32")
+    return f"{fam.name} runs in {mine}, not {usual}: {fam.why}" if mine != usual else ""
 
 
 def weight_dtype(precision: str) -> torch.dtype:
@@ -346,7 +355,7 @@ def estimate_memory(config, precision: str, micro_batch: int, max_len: int, lora
 
     weights: full fine-tuning keeps fp32 weights (4 bytes each); LoRA loads the frozen base in
     the run's half precision (2 bytes; 4 in fp32); 4-bit NF4 with double quantisation stores
-    Linear weights in about 0.53 bytes (the rest in half). trainable: 16 bytes per trained
+    Linear weights in about 0.53 bytes (the rest as without it). trainable: 16 bytes per trained
     parameter (fp32 weight, gradient, AdamW's two moments). activations, 2 bytes each (4 in
     fp32), per token and layer: 8.5 x hidden + 4 x intermediate values (what autograd saves in a
     Llama-style block, measured on CPU: tests/test_decoders.py; Gemma 2's four norms: 10.5 x
@@ -361,10 +370,8 @@ def estimate_memory(config, precision: str, micro_batch: int, max_len: int, lora
     if lora_r:
         targets = lora_targets(targets, fam)
         trained = lora_parameters(config, lora_r, targets) + head_params
-        if load_in_4bit:
-            weights = linear * 0.53 + (total - linear) * 2
-        else:
-            weights = total * (4 if precision == "fp32" else 2)
+        half = 4 if precision == "fp32" else 2  # bytes of a weight that is not quantised
+        weights = linear * 0.53 + (total - linear) * half if load_in_4bit else total * half
     else:
         trained = total + head_params
         weights = 0.0  # counted in trainable: the fp32 weights are the master copy

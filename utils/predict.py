@@ -53,7 +53,7 @@ def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precisio
     from . import backbone as bb
 
     device = next(model.parameters()).device
-    if device.type == "cuda":  # "auto" as the family allows (Gemma 2: bf16 or fp32, never fp16)
+    if device.type == "cuda":  # "auto" as the family allows (Gemma 2: bf16 or fp32)
         precision = bb.train_precision(precision, bb.family_of(model.backbone.config), cuda=True)
     ds = TextDataset(texts, tokenizer, max_len, fit=fit)
     dl = DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size),
@@ -146,6 +146,12 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
         places, split = ([torch.device(d) for d in devices], None) if devices else inference_devices(folder, device)
         loaded = [TextModel.load(folder, d, base_model, precision, split) for d in places]
         models, tokenizer = [m for m, _ in loaded], loaded[0][1]
+        if folder == fold_dirs(run)[0] and places[0].type == "cuda":
+            from . import backbone as bb
+
+            note = bb.precision_note(precision, bb.family_of(models[0].backbone.config), cuda=True)
+            if note.startswith("warning"):
+                print(note, file=sys.stderr, flush=True)
         saved = json.loads((folder / KIT_CONFIG).read_text())
         length = max_len or saved["train"]["max_len"]
         desc = f"{Path(run).name}/{folder.name}"

@@ -202,7 +202,7 @@ def backbone_config(cfg: TrainConfig):
 
 def run_precision(cfg: TrainConfig) -> str:
     """cfg.precision as this backbone trains on this machine: "auto" resolved by its family
-    (utils.backbone.train_precision: Gemma 2 in bf16 or fp32, never fp16)."""
+    (utils.backbone.train_precision: Gemma 2 in bf16 or fp32 unless fp16 is asked for)."""
     return bb.train_precision(cfg.precision, bb.family_of(backbone_config(cfg)))
 
 
@@ -210,13 +210,12 @@ def check_backbone(cfg: TrainConfig) -> str:
     """What this backbone cannot do with these options, refused in one line before any work: a
     pooling it cannot use, 4-bit loading without a CUDA GPU and bitsandbytes, a precision its
     family breaks in. Returns the line that says why its family trains in another precision
-    than "auto" would give an encoder here ('' when it does not)."""
+    than "auto" would give an encoder here, or warns of an fp16 it breaks in ('' when none)."""
     fam = bb.family_of(backbone_config(cfg))
     bb.check_pooling(cfg.pooling, fam)
     if cfg.load_in_4bit:
         bb.check_4bit()
-    mine, usual = bb.train_precision(cfg.precision, fam), bb.train_precision(cfg.precision, bb.ENCODER)
-    return f"{fam.name} trains in {mine}, not {usual}: {fam.why}" if mine != usual else ""
+    return bb.precision_note(cfg.precision, fam)
 
 
 def memory_estimate(cfg: TrainConfig, device) -> str:
