@@ -26,11 +26,17 @@
 # Run it twice with different `pooling`/`model_name`/`run_name` to get two runs for notebook 3.
 # With `pseudo_csv` (from notebook 5) it trains a student on the teachers' pseudo-labels as well.
 # The defaults below are `utils.config.TrainConfig`'s, the same as `python -m utils.train`'s.
+#
+# A decoder LLM (Llama, Mistral, Qwen2, Gemma 2, Phi-3) trains with LoRA adapters on its frozen
+# weights: `lora_r = 16`, `pooling = "last"` (its last real token has read the whole text), a
+# larger `lr` (e.g. 2e-4); `load_in_4bit` and `gradient_checkpointing` when it does not fit the GPU
+# (the run prints its memory estimate first). Its folds hold the adapters only: notebooks 4 and 5
+# need its base model attached (the same files, checked).
 
 # %% tags=["parameters"]
 competition = ""  # a built-in slug or a competition.json; empty: commonlitreadabilityprize
 model_name = "roberta-base"  # hub name (internet on) or a folder, e.g. an attached dataset
-pooling = "attention"  # attention | mean | max | cls | attention+mean
+pooling = "attention"  # attention | mean | max | cls | last (a decoder's last real token) | attention+mean
 run_name = "roberta-base-attention"
 folds = 5
 epochs = 3
@@ -44,6 +50,12 @@ max_steps = 0  # 0 means no cap
 eval_every = 40
 eval_schedule = []  # e.g. [[0.50, 16], [0.49, 8], [0.0, 1]]: validate more often as RMSE falls
 precision = "auto"  # bf16/fp16 AMP on GPU, fp32 on CPU
+gradient_checkpointing = False  # recompute activations in the backward: less memory (large models on a T4)
+lora_r = 0  # >0: LoRA adapters of this rank on a frozen backbone (decoder LLMs, e.g. 16); 0: the whole backbone trains
+lora_alpha = 0.0  # LoRA scale numerator (0: 2 x lora_r)
+lora_dropout = 0.05  # dropout on LoRA's input
+lora_targets = []  # module names LoRA adapts, or ["all-linear"] (empty: the family's defaults)
+load_in_4bit = False  # QLoRA: the frozen backbone in 4-bit (a CUDA GPU and bitsandbytes; with lora_r)
 num_processes = 1  # 2 on Kaggle's "GPU T4 x2": data-parallel through accelerate
 pseudo_csv = ""  # pseudo-labels from notebook 5 (same folds): every fold's training side gains them
 pseudo_weight = 1.0  # loss weight of a pseudo row when mixed with the real rows
@@ -99,8 +111,10 @@ cfg = TrainConfig(
     pooling=pooling,
     folds=folds, epochs=epochs, batch_size=batch_size, max_len=max_len, lr=lr, head_lr=head_lr,
     llrd=llrd, max_rows=max_rows, max_steps=max_steps, eval_every=eval_every,
-    eval_schedule=tuple(map(tuple, eval_schedule)), precision=precision, pseudo_csv=pseudo_csv,
-    pseudo_weight=pseudo_weight, pseudo_epochs=pseudo_epochs,
+    eval_schedule=tuple(map(tuple, eval_schedule)), precision=precision,
+    gradient_checkpointing=gradient_checkpointing, lora_r=lora_r, lora_alpha=lora_alpha,
+    lora_dropout=lora_dropout, lora_targets=tuple(lora_targets), load_in_4bit=load_in_4bit,
+    pseudo_csv=pseudo_csv, pseudo_weight=pseudo_weight, pseudo_epochs=pseudo_epochs,
 )
 print(f"{comp.title or comp.slug} | data: {data} | run: {run_dir} | metric: {comp.metric_name}")
 

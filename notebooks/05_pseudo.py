@@ -26,10 +26,15 @@
 # fold k's validation rows, and the students' fold k trains on that column: the CV stays honest.
 # Teachers and students must therefore use the same folds (same `folds` and `fold_seed`).
 # Leave `teachers` empty to only pretrain; leave `pretrain_model` empty to only pseudo-label.
+#
+# A teacher may be a decoder LLM trained with LoRA (notebook 2 with `lora_r`): its folds hold only
+# the adapters, so its base model must be here too: the folder it was trained from, a Kaggle Model
+# or dataset attached to this notebook that holds the same files (found by itself), or `base_model`.
+# Pretraining is masked-LM: an encoder's, not a decoder's (leave `pretrain_model` empty then).
 
 # %% tags=["parameters"]
 competition = ""  # without teachers: a built-in slug or competition.json; empty: commonlitreadabilityprize
-pretrain_model = "roberta-base"  # backbone to continue pretraining (hub name or folder); empty: none
+pretrain_model = "roberta-base"  # encoder to continue pretraining (hub name or folder; masked LM, not a decoder LLM); empty: none
 pretrain_epochs = 2
 pretrain_batch_size = 16
 pretrain_max_len = 256
@@ -40,6 +45,7 @@ max_std = 0.0  # >0: a text leaves fold k when its fold-k teachers disagree more
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/)
 runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
 models_dataset = "commonlit-kit-models"  # Kaggle: the dataset holding the teacher runs
+base_model = ""  # a LoRA teacher's base model folder; empty: the recorded one, or an attached Kaggle Model / dataset holding it
 out_dir = ""  # empty: beside the runs when writable, else utils.env.working_dir()
 backbones_dir = ""  # empty: utils.env.working_dir() / "backbones"
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
@@ -129,6 +135,7 @@ if teachers:
             "--train-csv", str(data / comp.train_file), "--out", str(pseudo_csv)]
     argv += ["--blend", str(root / blend_json)] if blend_json else []
     argv += ["--max-std", str(max_std)] if max_std else []
+    argv += ["--base-model", base_model] if base_model else []
     assert pseudo.main(argv) == 0, "utils.pseudo stopped: see the error above"
 
 # %% [markdown]

@@ -151,6 +151,60 @@ def test_pseudo_notebook_then_a_student_trained_on_its_labels(tmp_path, tiny_ber
     assert run_files.read_metrics(runs / "student")["n_oof"] == 60
 
 
+def test_pseudo_notebook_with_a_lora_teacher_then_a_lora_student(tmp_path, tiny_decoders):
+    """Notebook 5 pseudo-labels with a decoder + LoRA teacher whose base model moved since it was
+    trained (given as base_model); notebook 2 trains a LoRA student on those labels with the LoRA
+    parameters it exposes, and shows a decoder's attention pooling weights."""
+    import shutil
+
+    from safetensors.torch import load_file
+    from test_train import cfg_for
+
+    from utils.model import KIT_CONFIG, WEIGHTS
+    from utils.train import run_cv
+
+    data, runs = tmp_path / "data", tmp_path / "runs"
+    data.mkdir()
+    tiny_frame(60).to_csv(data / "train.csv", index=False)
+    test = tiny_frame(7, seed=9).drop(columns=["target", "standard_error"])
+    test.to_csv(data / "test.csv", index=False)
+    test[["id"]].assign(target=0.0).to_csv(data / "sample_submission.csv", index=False)
+    base = shutil.copytree(tiny_decoders["llama"], tmp_path / "llama")
+    run_cv(cfg_for(data / "train.csv", runs / "teacher", str(base), pooling="last", lora_r=4, lr=5e-3,
+                   head_lr=5e-3, epochs=1, max_len=64))
+    moved = base.rename(tmp_path / "attached-llama")  # as a Kaggle Model attached elsewhere
+    extra = tiny_frame(10, seed=7).drop(columns=["target", "standard_error"])
+    extra.assign(id=[f"new{i}" for i in range(10)]).to_csv(tmp_path / "extra.csv", index=False)
+
+    executed = _papermill("05_pseudo", tmp_path, {
+        "pretrain_model": "", "teachers": ["teacher"], "blend_json": "", "base_model": str(moved),
+        "texts_csv": str(tmp_path / "extra.csv"), "data_dir": str(data), "runs_dir": str(runs),
+    })
+    labels = pd.read_csv(runs / "pseudo.csv", dtype={"id": str})
+    assert labels["id"].tolist() == [f"new{i}" for i in range(10)]
+    assert labels[["target_fold0", "target_fold1"]].notna().all().all() and labels["target"].std() > 0
+    text = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells
+                   for o in c.get("outputs", []))
+    assert f"pseudo_csv = {str(runs / 'pseudo.csv')!r}" in text and "model_name" not in text  # nothing pretrained
+
+    _papermill("02_train", tmp_path, {
+        "model_name": tiny_decoders["qwen2"], "pooling": "attention", "lora_r": 4, "lora_alpha": 16.0,
+        "lora_targets": ["q_proj", "v_proj"], "gradient_checkpointing": True, "lr": 5e-3, "head_lr": 5e-3,
+        "run_name": "student", "folds": 2, "epochs": 1, "batch_size": 8, "max_len": 64, "max_rows": 60,
+        "eval_every": 4, "n_examples": 1, "pseudo_csv": str(runs / "pseudo.csv"), "pseudo_epochs": 1,
+        "data_dir": str(data), "runs_dir": str(runs),
+    })
+    student = runs / "student"
+    for k in (0, 1):
+        assert run_files.read_history(student, k)["n_pseudo"] == 10
+        saved = json.loads((student / f"fold{k}" / KIT_CONFIG).read_text())["model"]
+        assert (saved["lora_r"], saved["lora_alpha"], saved["lora_targets"]) == (4, 16.0, ["q_proj", "v_proj"])
+        adapted = {n.split(".")[-4] for n in load_file(str(student / f"fold{k}" / WEIGHTS)) if ".lora_A." in n}
+        assert adapted == {"q_proj", "v_proj"}
+    assert json.loads((student / "config.json").read_text())["gradient_checkpointing"] is True
+    assert (student / "figures" / "token_weights.png").stat().st_size > 5000
+
+
 def test_training_notebook_defaults_are_train_configs():
     """One source of defaults: every parameter named like a TrainConfig field has its default."""
     import dataclasses
@@ -164,11 +218,16 @@ def test_training_notebook_defaults_are_train_configs():
     renamed = {"model_name": "model"}  # the notebook's names for fields
     shared = {k: v for k, v in params.items() if renamed.get(k, k) in fields}
     assert len(shared) >= 12, sorted(shared)
+    lora = {"lora_r", "lora_alpha", "lora_dropout", "lora_targets", "load_in_4bit", "gradient_checkpointing"}
+    assert lora <= set(shared), sorted(lora - set(shared))  # a decoder's LoRA run from the notebook
     for k, v in shared.items():
         default = fields[renamed.get(k, k)]
         if k == "model_name":
             continue  # required in TrainConfig; the notebook names the Kaggle run's backbone
-        assert tuple(map(tuple, v)) == default if k == "eval_schedule" else v == default, k
+        if isinstance(default, tuple):  # a list in the notebook (papermill injects lists)
+            v = tuple(tuple(x) if isinstance(x, list) else x for x in v)
+        assert v == default, k
+    assert "| last " in nb.cells[[c.cell_type for c in nb.cells].index("code")].source  # the pooling comment
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -5,7 +5,9 @@ never saw fold k's validation rows.
         --train-csv data/train.csv --out pseudo.csv [--blend blend.json] [--max-std 0.3]
     python -m utils.train ... --pseudo-csv pseudo.csv [--pseudo-epochs 1 | --pseudo-weight 0.5]
 
-Any competition the teachers were trained for: the texts are read as its test file is (its id
+Any teachers the kit trains: encoders, or decoders with LoRA adapters (each fold's adapters on
+its base model, found as utils.predict finds it; --base-model to give its folder). Any
+competition the teachers were trained for: the texts are read as its test file is (its id
 and text columns), and every output gets its columns: the target (one regression target), each
 target of several (per target), or each class's probability `prob_<label>` (soft labels).
 Writes OUT and OUT's .json twin (the folds it was made with: training refuses the file for other
@@ -79,14 +81,15 @@ def check_max_std(runs, max_std) -> None:
 
 
 def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, fold_weights: dict | None = None,
-                max_std: float | None = None, comp=None) -> pd.DataFrame:
+                max_std: float | None = None, comp=None, base_model: str | None = None) -> pd.DataFrame:
     """The id column, the text columns, O_fold{k}, O_std_fold{k}, O, O_std per output O, for `texts` (ids
     and text columns, read as the competition `comp` (default: the runs') reads them), from `runs`.
 
     Fold k's columns use only the runs' fold-k models, blended with `fold_weights[k]` (weights
     fitted without fold k's rows, one per run or one per run and target; else `weights`);
     `max_std` blanks fold k's labels of a text whose fold-k models disagree more on any output
-    (needs two runs or more), and drops texts left with no label.
+    (needs two runs or more), and drops texts left with no label. `base_model`: a LoRA teacher's
+    base model folder (else the recorded one is found: utils.backbone.find_base).
     """
     from .ensemble import blend
 
@@ -95,7 +98,7 @@ def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, 
     check_max_std(runs, max_std)
     comp = comp or run_competition(runs[0])
     values = comp.input_texts(texts)
-    per_run = [predict_folds(run, values, progress=progress) for run in runs]
+    per_run = [predict_folds(run, values, progress=progress, base_model=base_model) for run in runs]
     out = pd.DataFrame({comp.id_col: texts[comp.id_col].astype(str).to_numpy()})  # as the test file
     for c in comp.text_cols:
         out[c] = texts[c].to_numpy()
@@ -157,6 +160,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-std", type=float,
                    help="leave a text out of fold k when the runs' fold-k models disagree more "
                         "(standard deviation; needs two runs or more)")
+    p.add_argument("--base-model", default=None, help="a LoRA teacher's base model folder (empty: the recorded "
+                   "one, or a Kaggle Model / dataset attached that holds it)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
     try:
@@ -174,7 +179,7 @@ def main(argv=None) -> int:
         check_max_std(args.runs, args.max_std)
         texts, dup, blank = texts_to_label(comp, args.texts, args.train_csv)
         out = make_pseudo(args.runs, texts, weights, not args.no_progress,
-                          fold_weights, args.max_std, comp)
+                          fold_weights, args.max_std, comp, args.base_model)
         n_labelled = len(texts)
         kept = {k: int(out[f"{names[0]}_fold{k}"].notna().sum()) for k in folds}
         if args.max_std is not None:

@@ -45,6 +45,8 @@ OOF = "oof.csv"
 METRICS = "metrics.json"
 HISTORY = "history.json"
 BLEND = "blend.json"  # utils.ensemble's output, beside the runs it blends
+# A fold's backbone config (utils.model's BACKBONE_CONFIG, not imported: this module stays light).
+BACKBONE_CONFIG = "config.json"
 RUN_FILES = (FOLDS, OOF, METRICS, CONFIG)  # a run's own summaries, beside its fold folders
 FOLD_SUMMARIES = (OOF, HISTORY)  # a fold folder's files that are not the model's
 
@@ -271,8 +273,13 @@ def check_same_competition(runs, target: str = "target") -> Competition:
 
 # The end of a model folder that names nothing (a backbone is named by the folder above it).
 GENERIC = {"model", "models", "weights", "checkpoint", "final", "main"}
-# Always shown; the settings in which the listed runs differ are added after them.
-SHOWN = ("competition", "model", "pooling", "max_len", "epochs", "lr", "seed")
+# A Kaggle Model's folders: /kaggle/input/<model>/<framework>/<variation>/<version>.
+KAGGLE_FRAMEWORKS = {"transformers", "pytorch", "keras", "tensorflow", "tensorflow2", "jax", "flax", "other"}
+# Always shown; the settings in which the listed runs differ are added after them. `family` is the
+# backbone's (llama, deberta-v2, ...), `tuning` how it trains: full, or LoRA's rank and scale (shown
+# when a listed run has adapters; it then stands for the LoRA settings it summarises).
+SHOWN = ("competition", "model", "family", "tuning", "pooling", "max_len", "epochs", "lr", "seed")
+SUMMARISED = {"tuning": ("lora_r", "lora_alpha", "load_in_4bit")}
 # What a run has done, after its settings.
 STATUS = ("metric", "cv", "folds done", "minutes", "date", "version", "identity")
 # Never compared: paths and content hashes name the inputs, not the recipe.
@@ -337,6 +344,7 @@ def read_run(run: Path) -> dict:
            "date": datetime.datetime.fromtimestamp(stamp.stat().st_mtime).strftime("%Y-%m-%d %H:%M"),
            "version": version.strip()}
     row["model"] = backbone_name(str(cfg.get("model", "")))
+    row["family"], row["tuning"] = family(run), tuning(cfg)
     if problem:
         row["folds done"] = f"? ({METRICS} unreadable)"
     elif not done:
@@ -346,10 +354,41 @@ def read_run(run: Path) -> dict:
     return row
 
 
+def family(run) -> str:
+    """The run's backbone family (its config's model_type: llama, qwen2, deberta-v2, ...): from
+    the first finished fold's saved backbone config, else the --model folder's; '' when neither
+    is on this machine (JSON only: nothing is loaded)."""
+    run = Path(run)
+    folders = fold_dirs(run, required=False)
+    places = [folders[0] / BACKBONE_CONFIG] if folders else []
+    model = read_config(run).get("model") if has_config(run) else None
+    if model:
+        places.append(Path(str(model)).expanduser() / BACKBONE_CONFIG)
+    for path in places:
+        try:
+            return str(json.loads(path.read_text()).get("model_type") or "")
+        except (OSError, ValueError, AttributeError):
+            continue
+    return ""
+
+
+def tuning(cfg: dict) -> str:
+    """How a run trains its backbone, from its settings: "full" (every weight), or its adapters'
+    rank and scale, "LoRA r=8 alpha=16" ("QLoRA ..." on a 4-bit base)."""
+    r = cfg.get("lora_r") or 0
+    if not r:
+        return "full"
+    alpha = cfg.get("lora_alpha") or 2 * r  # 0: 2 x rank, as training reads it
+    return f"{'QLoRA' if cfg.get('load_in_4bit') else 'LoRA'} r={r} alpha={alpha:g}"
+
+
 def backbone_name(model: str) -> str:
     """A backbone's short name: a hub name's last part, a folder's name without the generic parts
-    a download leaves at its end (.../all-MiniLM-L6-v2/model, the hub cache's snapshots/<hash>)."""
+    a download leaves at its end (.../all-MiniLM-L6-v2/model, the hub cache's snapshots/<hash>);
+    a Kaggle Model's <model>/<variation> (.../gemma-2/transformers/gemma-2-9b-it/2)."""
     parts = [p for p in Path(model).parts if p not in ("/", "")]
+    if len(parts) >= 4 and parts[-1].isdigit() and parts[-3].lower() in KAGGLE_FRAMEWORKS:
+        return f"{parts[-4]}/{parts[-2]}"
     while len(parts) > 1 and (parts[-1].lower() in GENERIC or parts[-1] == "snapshots"
                               or (len(parts[-1]) == 40 and all(c in "0123456789abcdef" for c in parts[-1]))):
         parts.pop()
@@ -357,18 +396,21 @@ def backbone_name(model: str) -> str:
     return name[len("models--"):].replace("--", "/") if name.startswith("models--") else name
 
 
-def _differing(rows: list) -> list:
-    keys = sorted({k for r in rows for k in r} - set(SHOWN) - set(STATUS) - {"run"})
+def _differing(rows: list, summarised=()) -> list:
+    keys = sorted({k for r in rows for k in r} - set(SHOWN) - set(STATUS) - {"run"} - set(summarised))
     return [k for k in keys if len({json.dumps(r.get(k), sort_keys=True) for r in rows}) > 1]
 
 
 def table(runs) -> pd.DataFrame:
-    """Every run: the always-shown settings, those the runs differ in, CV, folds, minutes, date,
-    code version; sorted by CV within each metric (best first: higher for F1 and kappa)."""
+    """Every run: the always-shown settings (`tuning` only when a run has LoRA adapters), those
+    the runs differ in, CV, folds, minutes, date, code version; sorted by CV within each metric
+    (best first: higher for F1 and kappa)."""
     from .metrics import METRICS
 
     rows = [read_run(Path(r)) for r in runs]
-    cols = ["run", *SHOWN, *_differing(rows), *STATUS]
+    shown = [c for c in SHOWN if c != "tuning" or any(r["tuning"] != "full" for r in rows)]
+    summarised = [k for c in shown for k in SUMMARISED.get(c, ())]
+    cols = ["run", *shown, *_differing(rows, summarised), *STATUS]
     df = pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=cols)
     if df.empty:
         return df
