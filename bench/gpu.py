@@ -1,4 +1,4 @@
-"""One prepared GPU check: training precision, gradient checkpointing and inference padding on CUDA.
+"""One prepared GPU check: training precision, checkpointing, inference padding and LoRA / QLoRA on CUDA.
 
     python bench/gpu.py --prepare gpu_carry      # here, on CPU: fp16 all-MiniLM-L6-v2 + train.csv
     python bench/gpu.py --model gpu_carry/minilm-fp16 --data gpu_carry/train.csv \

@@ -83,18 +83,14 @@ def memory_row(name: str, config, setting: dict) -> dict:
     est = bb.estimate_memory(config, precision, setting["micro_batch"], setting["max_len"], setting["lora_r"],
                              (), setting["load_in_4bit"], setting["gradient_checkpointing"],
                              config.hidden_size, setting["lora_dropout"])
-    total, linear = bb.count_parameters(config)
+    _, linear = bb.count_parameters(config)
     line = bb.memory_line(est, T4_MEMORY_GIB * bb.GIB, "a T4")
-    # estimate_memory counts a 4-bit model's non-quantised weights (embeddings, norms) at 2
-    # bytes; in an fp32 run they load in fp32 (4 bytes).
-    unquantised_fp32 = (total - linear) * 2 if setting["load_in_4bit"] and precision == "fp32" else 0
     return {"model": name, "family": fam.name, "setting": setting["name"], "precision": precision,
             "params": est.params, "linear_params": linear, "trained": est.trained,
             "max_len": setting["max_len"], "micro_batch": setting["micro_batch"],
             "gradient_checkpointing": setting["gradient_checkpointing"],
             "weights_gib": est.weights / bb.GIB, "trainable_gib": est.trainable / bb.GIB,
             "activations_gib": est.activations / bb.GIB, "total_gib": est.total / bb.GIB,
-            "fp32_unquantised_extra_gib": unquantised_fp32 / bb.GIB,
             "verdict": line.split(" on a T4: ", 1)[1].split(":")[0], "line": line}
 
 
@@ -129,16 +125,10 @@ def memory_table(rows: list) -> str:
              "weights | trained + AdamW | activations | total GiB per T4 | the kit's line on 15 GiB |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        total = gib(r["total_gib"])
-        if r["fp32_unquantised_extra_gib"]:
-            total += f" (+{r['fp32_unquantised_extra_gib']:.2f} *)"
         lines.append(f"| {r['model']} | {r['precision']} | {r['params'] / 1e9:.2f}B | {r['trained'] / 1e6:.1f}M | "
                      f"{r['max_len']} | {r['micro_batch']} | {'on' if r['gradient_checkpointing'] else 'off'} | "
                      f"{gib(r['weights_gib'])} | {gib(r['trainable_gib'])} | {gib(r['activations_gib'])} | "
-                     f"{total} | {r['verdict']} |")
-    if any(r["fp32_unquantised_extra_gib"] for r in rows):
-        lines.append("\n(*) not in estimate_memory: in fp32 a 4-bit model's non-quantised weights (embeddings, "
-                     "norms) load in 4 bytes, not the 2 it counts.")
+                     f"{gib(r['total_gib'])} | {r['verdict']} |")
     return "\n".join(lines)
 
 
