@@ -361,3 +361,18 @@ def test_an_encoder_takes_lora_too(tiny_bert, tiny_csv, tmp_path):
     oof = pd.read_csv(out / "oof.csv", dtype={"id": str})
     train = pd.read_csv(tiny_csv, dtype={"id": str}).set_index("id").loc[oof.id]
     assert np.abs(predict_model(model, tok, train.excerpt.tolist(), 256)[:, 0] - oof.pred).max() < 1e-5
+
+
+def test_the_best_checkpoint_of_a_lora_fold_copies_the_trained_weights_only(tiny_decoders):
+    from utils.train import trained_state
+
+    model = TextModel.from_backbone(tiny_decoders["mistral"], ModelSpec(pooling="last", lora_r=2))
+    state = trained_state(model, lora=True)
+    assert set(state) == bb.trainable_names(model) and all(v.device.type == "cpu" for v in state.values())
+    before = {k: v.clone() for k, v in state.items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    model.load_state_dict(before, strict=False)  # what fold_best does with the best checkpoint
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in before.items())
+    assert len(trained_state(model, lora=False)) == len(model.state_dict())

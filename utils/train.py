@@ -529,8 +529,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
                 improved = m["score"] < best
                 if improved:
                     best, best_pred = m["score"], pred
-                    state = accelerator.unwrap_model(model).state_dict()
-                    best_state = {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
+                    best_state = trained_state(accelerator.unwrap_model(model), cfg.lora_r > 0)
                 entry = {"step": step, "epoch": epoch, "phase": phase,
                          "train_loss": loss_sum / max(loss_n, 1)}
                 entry.update({k: v for k, v in m.items() if not isinstance(v, dict)})
@@ -568,6 +567,14 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     return final, data.tokenizer, oof, {**info, "history": history}
 
 
+def trained_state(model, lora: bool) -> dict:
+    """A CPU copy of the weights that train: all of them, or with LoRA only the adapters, layer
+    mix, pooling and head (the frozen base, gigabytes and perhaps 4-bit, is never copied)."""
+    keep = bb.trainable_names(model) if lora else None
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()
+            if keep is None or k in keep}
+
+
 def fold_best(model, best_state, accelerator, fold: int, step: int, diverged: int):
     """The trained model with its best checkpoint's weights; an error when no validation was
     finite (nothing is saved for the fold)."""
@@ -581,7 +588,7 @@ def fold_best(model, best_state, accelerator, fold: int, step: int, diverged: in
     if diverged:
         accelerator.print(f"fold {fold}: weights became NaN/inf at step {diverged}; keeping the best checkpoint")
     final = accelerator.unwrap_model(model)
-    final.load_state_dict(best_state)
+    final.load_state_dict(best_state, strict=not final.spec.lora_r)  # LoRA: the trained part only
     accelerator.free_memory()  # drop accelerate's references before the next fold
     return final
 
