@@ -161,7 +161,7 @@ def test_a_blend_of_a_lora_run_and_an_encoder_run_is_fitted_on_oof_and_predicts_
     oofs = ensemble.load_oofs([d / "lora", d / "bert"])
     blended = oofs[["lora", "bert"]].to_numpy() @ w
     assert blend["score_blend_in_sample"] == pytest.approx(np.sqrt(np.mean((blended - oofs.target) ** 2)))
-    assert blend["score_blend_in_sample"] <= min(blend["scores"].values()) + 1e-9
+    assert blend["score_blend_in_sample"] <= min(blend["scores"].values()) + 1e-6  # a member is a blend too
     # utils.predict with the blend: the weighted mean of each run's fold average
     test = tiny_frame(6, seed=5).drop(columns=["target", "standard_error"])
     test.to_csv(tmp_path / "test.csv", index=False)
