@@ -18,7 +18,6 @@ What differs is read from its family here, never tested for elsewhere:
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path

@@ -177,7 +177,7 @@ class TextModel(nn.Module):
             targets = bb.lora_targets(spec.lora_targets, fam)
             backbone = bb.add_lora(backbone, spec.lora_r, spec.lora_alpha or 2 * spec.lora_r,
                                    spec.lora_dropout, targets)
-            for name, p in backbone.named_parameters():
+            for p in backbone.parameters():
                 if p.requires_grad:  # the adapters train in fp32 on a half base
                     p.data = p.data.float()
         else:

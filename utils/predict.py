@@ -111,10 +111,10 @@ def model_bytes(folder) -> float:
     """Bytes a fold's model takes on a GPU for inference: its backbone's parameters in the
     dtype it loads in (fp32 for a full fold, half for a LoRA fold's base, about 0.53 bytes per
     Linear weight in 4-bit), counted from its config without loading it."""
+    from transformers import AutoConfig
+
     from . import backbone as bb
     from .model import _pretrained
-
-    from transformers import AutoConfig
 
     spec = json.loads((Path(folder) / KIT_CONFIG).read_text())["model"]
     total, linear = bb.count_parameters(_pretrained(AutoConfig, folder))
