@@ -22,6 +22,11 @@
 # autocast on GPU), folds are averaged, runs blended with the weights of notebook 3, labels made with
 # the fitted decision rule, and the submission is written in `sample_submission.csv`'s columns and
 # row order, checked.
+#
+# A run trained with LoRA (a decoder LLM) holds its adapters only: its base model must be attached
+# too, as a Kaggle Model or a dataset (the bundle's `--base-model-source` attaches it). Each fold
+# finds it under the input by itself, by name or by content, and checks it is the one it was
+# trained on; `base_model` gives its folder instead.
 
 # %% tags=["parameters"]
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
@@ -31,6 +36,7 @@ blend_json = "blend.json"  # beside the runs; empty: equal weights
 data_dir = ""  # empty: the competition input (Kaggle) or data/ (local)
 runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
 out_dir = ""  # empty: utils.env.working_dir(), /kaggle/working on Kaggle
+base_model = ""  # a LoRA run's base model folder; empty: the recorded one, or an attached Kaggle Model / dataset holding it
 batch_size = 64
 colab_install = "/content/drive/MyDrive/kaggle-text-kit"  # Colab: pip-installed from here
 
@@ -81,7 +87,7 @@ print(f"{comp.title or comp.slug} | runs: {runs} | blend: {blend_json or 'equal 
 timings = {}
 submission = submit(paths, data / comp.test_file, out / "submission.csv",
                     blend_json=root / blend_json if blend_json else None, timings=timings,
-                    batch_size=batch_size)
+                    batch_size=batch_size, base_model=base_model or None)
 display(pd.DataFrame({"seconds": timings}).style.format("{:.1f}"))
 print("wrote", out / "submission.csv", f"({len(submission)} rows: {', '.join(submission.columns)})")
 display(submission.head())

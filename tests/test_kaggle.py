@@ -206,6 +206,40 @@ def trained_joins(tmp_path_factory, tiny_bert):
     return {"runs": [run], "data": data}
 
 
+BASE_HANDLE = f"{OWNER}/tiny-llama/transformers/default/1"  # a Kaggle Model holding a LoRA run's base
+
+
+def train_lora(tmp: Path, base: str) -> dict:
+    """A tiny 2-fold LoRA run (2 steps a fold) on the random decoder in `base`, its test.csv and
+    sample submission."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    tiny_frame(40).to_csv(tmp / "train.csv", index=False)
+    run = tmp / "llama-lora"
+    run_cv(cfg_for(tmp / "train.csv", run, base, pooling="last", lora_r=4, max_steps=2, lr=5e-3,
+                   head_lr=5e-3))
+    test = tiny_frame(9, seed=7).drop(columns=["target", "standard_error"])
+    test["id"] = [f"t{i:03d}" for i in range(len(test))]
+    test.to_csv(tmp / "test.csv", index=False)
+    test[["id"]].assign(target=0.0).to_csv(tmp / "sample_submission.csv", index=False)
+    return {"runs": [run], "base": Path(base), "test": tmp / "test.csv", "sample": tmp / "sample_submission.csv"}
+
+
+@pytest.fixture(scope="module")
+def trained_lora(tmp_path_factory, tiny_decoders):
+    return train_lora(tmp_path_factory.mktemp("lora"), tiny_decoders["llama"])
+
+
+def base_weights_in(folder: Path, base: Path) -> list:
+    """Files under `folder` that are the base model's weights: a weight file of its names, or of
+    the same content as one of the base's."""
+    from utils.backbone import base_files
+    from utils.files import file_sha256
+
+    shas = {sha for name, sha in base_files(base).items() if name != "config.json"}
+    return [p for p in folder.rglob("*") if p.is_file() and (
+        p.name == "model.safetensors" or p.suffix == ".bin" or file_sha256(p) in shas)]
+
+
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory, trained):
     """'blend': both runs + blend.json (fp16); 'single': one run, no blend (fp16)."""
@@ -367,6 +401,116 @@ def test_same_run_names_are_refused(trained, tmp_path):
     with pytest.raises(BundleError, match="must differ"):
         build(BundleSpec([trained["runs"][0], other], OWNER, tmp_path / "b", notebooks=[],
                          wheels=None))
+
+
+# ----------------------------------------------------------------------------- LoRA runs
+
+
+def test_a_lora_runs_models_dataset_holds_its_adapters_only(trained_lora, tmp_path):
+    """Each fold's fp16 weights are the trained parameters (adapters, pooling, head), never a base
+    weight (a fraction of the base's parameters), and predict as the trained fold does."""
+    from utils.model import WEIGHTS
+
+    out = build(BundleSpec(trained_lora["runs"], OWNER, tmp_path / "b", notebooks=[], wheels=None,
+                           base_model_sources=[BASE_HANDLE]))
+    models, base = Path(out["models"]["path"]), trained_lora["base"]
+    assert out["models"]["lora_bases"] == {"llama-lora": str(base)}
+    assert base_weights_in(models, base) == []
+    n_base = sum(t.numel() for t in load_file(str(base / "model.safetensors")).values())
+    for fold in ("fold0", "fold1"):
+        state = load_file(str(models / "llama-lora" / fold / WEIGHTS))
+        assert state and all("lora_" in k or not k.startswith("backbone.") for k in state)
+        assert all(str(t.dtype) == "torch.float16" for t in state.values() if t.is_floating_point())
+        assert sum(t.numel() for t in state.values()) < n_base / 2
+        saved = json.loads((models / "llama-lora" / fold / "kit_config.json").read_text())
+        assert saved["base"] == json.loads((trained_lora["runs"][0] / fold / "kit_config.json").read_text())["base"]
+    assert 0 < out["models"]["max_diff"] <= bundle.FP16_TOL
+    texts = ["the cat sat on a mat", "epistemological frameworks necessitate rigorous scrutiny"]
+    a = predict(trained_lora["runs"], texts, progress=False)
+    b = predict([models / "llama-lora"], texts, progress=False)
+    assert np.abs(a - b).max() <= bundle.FP16_TOL
+
+
+@pytest.mark.parametrize("source,key", [(BASE_HANDLE, "model_sources"), (f"{OWNER}/tiny-llama-base", "dataset_sources")])
+def test_a_lora_runs_kernels_attach_its_base_model(trained_lora, tmp_path, source, key):
+    """A Kaggle Model goes to model_sources, a dataset to dataset_sources, of the kernels that load
+    the runs (submission, pseudo) only; an encoder run's kernels attach none."""
+    nbs = fake_notebooks(tmp_path / "nbs")
+    out = build(BundleSpec(trained_lora["runs"], OWNER, tmp_path / "b", notebooks=nbs, wheels=None,
+                           base_model_sources=[source]))
+    assert out["base_model_sources"] == [source]
+    code, models = f"{OWNER}/commonlit-kit-code", f"{OWNER}/commonlit-kit-models"
+    for k in out["kernels"]:
+        meta = json.loads((Path(k["path"]) / "kernel-metadata.json").read_text())
+        loads = k["role"] in ("submission", "pseudo")
+        attached = {"model_sources": meta["model_sources"], "dataset_sources": meta["dataset_sources"]}
+        want = {"model_sources": [], "dataset_sources": [code] + ([models] if bundle.ROLES[k["role"]]["models"] else [])}
+        if loads:
+            want[key] = want[key] + [source]
+        assert attached == want, k["role"]
+        assert k["model_sources"] == meta["model_sources"]
+
+
+def test_a_lora_run_without_its_base_model_source_is_refused_in_one_line(trained_lora, trained, tmp_path):
+    one = dict(notebooks=[], wheels=None)
+    with pytest.raises(BundleError, match="run llama-lora was trained with LoRA: its folds hold adapters only.*"
+                       "give it as --base-model-source OWNER/MODEL/FRAMEWORK/VARIATION/VERSION") as e:
+        build(BundleSpec(trained_lora["runs"], OWNER, tmp_path / "b", **one))
+    assert "\n" not in str(e.value) and not (tmp_path / "b").exists()  # before any work
+    with pytest.raises(BundleError, match="no run was trained with LoRA"):
+        build(BundleSpec(trained["runs"], OWNER, tmp_path / "c", base_model_sources=[BASE_HANDLE], **one))
+    for bad in ("google/gemma-2/transformers/gemma-2-9b-it", "google/gemma-2/transformers/gemma-2-9b-it/latest",
+                "gemma-2", "me/Bad_Slug", "a b/gemma/transformers/x/1"):
+        with pytest.raises(BundleError, match=f"--base-model-source '{re.escape(bad)}': expected OWNER/MODEL"):
+            build(BundleSpec(trained_lora["runs"], OWNER, tmp_path / "d", base_model_sources=[bad], **one))
+    assert bundle.base_source("metaresearch/llama-3.1/transformers/8b/1") == (
+        "model", "metaresearch/llama-3.1/transformers/8b/1")
+    assert bundle.base_source("me/my-base") == ("dataset", "me/my-base")
+
+
+def test_the_cli_prints_what_a_lora_bundle_attaches(trained_lora, tmp_path, capsys):
+    nbs = fake_notebooks(tmp_path / "nbs")
+    argv = ["build", "--runs", str(trained_lora["runs"][0]), "--owner", OWNER, "--out", str(tmp_path / "b"),
+            "--no-wheels", "--notebooks", *map(str, nbs)]
+    assert main(argv, runner=_no_network) == 2
+    assert "give it as --base-model-source" in capsys.readouterr().err
+    assert main([*argv, "--base-model-source", BASE_HANDLE], runner=_no_network) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(ln.startswith("models dataset") and "adapters only: llama-lora" in ln for ln in lines)
+    assert f"base model      {BASE_HANDLE} (Kaggle Model, attached to the submission and pseudo kernels: " \
+        "a LoRA run's folds hold adapters only)" in lines
+
+
+@pytest.mark.parametrize("mount", [
+    "tiny-llama/transformers/default/1",  # a Kaggle Model, old layout
+    f"models/{OWNER}/tiny-llama/transformers/default/1",  # a Kaggle Model, new layout
+    "tiny-llama-base",  # a dataset, old layout
+    f"datasets/{OWNER}/tiny-llama-base",  # a dataset, new layout
+    "kit-base/transformers/default/2",  # another name: found by its config's sha256
+    f"models/{OWNER}/kit-base/transformers/default/2",
+])
+def test_a_folds_base_model_is_found_under_every_kaggle_input_layout(tiny_decoders, tmp_path, monkeypatch, mount):
+    """The recorded folder gone, the base attached under /kaggle/input is found by name or by content; a
+    kit fold folder holding the same backbone config (the models dataset) is never taken for it."""
+    from utils import backbone as bb
+    from utils.model import ModelSpec, TextModel, load_tokenizer
+
+    base = tmp_path / "hub" / "tiny-llama"
+    shutil.copytree(tiny_decoders["llama"], base)
+    record = bb.base_record(str(base))
+    inp = tmp_path / "input"
+    fold = inp / "commonlit-kit-models" / "tiny-llama-lora" / "fold0"  # named like the base
+    TextModel.from_backbone(str(base), ModelSpec(pooling="last", lora_r=2)).save(fold, load_tokenizer(str(base)))
+    shutil.copy2(base / "config.json", fold / "config.json")  # the same config as the base
+    shutil.copytree(tiny_decoders["qwen2"], inp / "qwen2-1")  # another model, a "1" in its name
+    shutil.move(base, inp / mount)
+    monkeypatch.setenv("KAGGLE_INPUT_ROOT", str(inp))
+    monkeypatch.delenv("KIT_BASE_MODEL", raising=False)
+    assert bb.kaggle_model_dirs(record) == [inp / mount]
+    assert bb.find_base(record) == inp / mount
+    # Trained from an attached Kaggle Model: the record is its mount, whose last part is the version.
+    kaggle_record = {**record, "model": "/kaggle/input/tiny-llama/transformers/default/1"}
+    assert bb.kaggle_model_dirs(kaggle_record) == [inp / mount]
 
 
 # ----------------------------------------------------------------------------- kernels

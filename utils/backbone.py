@@ -241,18 +241,26 @@ def kaggle_model_dirs(record: dict) -> list:
     Model attached to the notebook (/kaggle/input/<model>/<framework>/<variation>/<version>/, or
     /kaggle/input/models/<owner>/<model>/<framework>/<variation>/<version>/) or a dataset
     (/kaggle/input/[datasets/<owner>/]<slug>/): those whose path holds the recorded name's last
-    part (gemma-2-9b-it), then any whose backbone config is the recorded one (same sha256)."""
+    part (gemma-2-9b-it; a Kaggle Model's variation, not its version number), then any whose
+    backbone config is the recorded one (same sha256). A kit's fold folder (the models dataset)
+    is never one."""
     from .env import kaggle_input
     from .files import file_sha256
-    from .model import BACKBONE_CONFIG
+    from .model import BACKBONE_CONFIG, KIT_CONFIG
 
-    root, leaf = kaggle_input(), Path(str(record["model"]).rstrip("/")).name.lower()
+    root = kaggle_input()
+    # A model trained from an attached Kaggle Model records .../<variation>/<version>: "1" would
+    # match nearly any path.
+    names = [p for p in Path(str(record["model"]).rstrip("/")).parts if not p.isdigit()]
+    leaf = names[-1].lower() if names else ""
     if not root.is_dir():
         return []
     named, same_config = [], []
     config_sha = record.get("files", {}).get(BACKBONE_CONFIG)
     for depth in range(0, 7):
         for config in sorted(root.glob("/".join(["*"] * depth + [BACKBONE_CONFIG]))):
+            if (config.parent / KIT_CONFIG).is_file():
+                continue
             if leaf and leaf in str(config.parent.relative_to(root)).lower():
                 named.append(config.parent)
             elif config_sha and file_sha256(config) == config_sha:

@@ -6,6 +6,9 @@ Writes (each folder atomically; `utils.kaggle` prints and runs the kaggle comman
     OUT/<name>-models/   per run: fold*/ (fp16 weights by default, configs, tokenizer), oof.csv,
                          folds.csv, metrics.json, config.json; blend.json; dataset-metadata.json
     OUT/kernels/<name>-<eda|train|ensemble|submission|pseudo>/   notebook + kernel-metadata.json
+A LoRA run's folds hold its adapters only (megabytes), never its base model (gigabytes): the kernels
+that load the runs attach the base, a Kaggle Model (kernel-metadata.json's model_sources) or a
+dataset (dataset_sources), and find it under /kaggle/input themselves (utils.backbone.find_base).
 Nothing here touches the network.
 """
 
@@ -59,17 +62,26 @@ NOT_FOR_INFERENCE = re.compile(
     r"^(optimizer|scheduler|scaler|rng_state|trainer_state|training_args)|\.(pt|pth|ckpt|bin)$"
 )
 SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a Kaggle user or organisation name
+# A part of a Kaggle Model handle OWNER/MODEL/FRAMEWORK/VARIATION/VERSION (google/gemma-2/
+# transformers/gemma-2-9b-it/2, metaresearch/llama-3.1/transformers/8b/1: dots allowed).
+MODEL_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+BASE_FORMS = ("OWNER/MODEL/FRAMEWORK/VARIATION/VERSION (a Kaggle Model) or OWNER/DATASET (a dataset "
+              "holding its folder)")
 
 # What each notebook becomes, by its name without the number: the parameters injected
 # (required: the notebook's parameters cell must declare them; optional: injected when declared),
-# whether it reads the models dataset, may use the internet, and runs on a GPU (T4 x2).
+# whether it reads the models dataset, loads the runs' weights (then a LoRA run's base model is
+# attached), may use the internet, and runs on a GPU (T4 x2).
 ROLES = {
-    "eda": dict(required=("kit_dataset",), optional=("competition",), models=False, internet=False, gpu=False),
+    "eda": dict(required=("kit_dataset",), optional=("competition",), models=False, loads=False, internet=False,
+                gpu=False),
     # Training fetches a hub backbone (internet on) and trains data-parallel on both T4s.
     "train": dict(
         required=("kit_dataset", "num_processes"),
         optional=("competition",),
         models=False,
+        loads=False,
         internet=True,
         gpu=True,
     ),
@@ -78,6 +90,7 @@ ROLES = {
         required=("kit_dataset", "runs"),
         optional=("models_dataset",),
         models=True,
+        loads=False,  # out-of-fold predictions only
         internet=False,
         gpu=False,
     ),
@@ -86,6 +99,7 @@ ROLES = {
         required=("kit_dataset", "models_dataset", "runs", "blend_json", "data_dir", "out_dir"),
         optional=(),
         models=True,
+        loads=True,
         internet=False,
         gpu=True,
     ),
@@ -95,6 +109,7 @@ ROLES = {
         required=("kit_dataset", "models_dataset", "teachers"),
         optional=("blend_json", "competition"),
         models=True,
+        loads=True,
         internet=True,
         gpu=True,
     ),
@@ -132,7 +147,7 @@ def title_of(slug: str, what: str = "dataset") -> str:
 
 def check_owner(owner: str) -> str:
     """A Kaggle user name (the OWNER in OWNER/slug)."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", owner or ""):
+    if not OWNER.fullmatch(owner or ""):
         raise BundleError(f"owner {owner!r} is not a Kaggle user name (letters, digits, - and _)")
     return owner
 
@@ -165,6 +180,39 @@ def join_datasets(comp) -> list:
             raise BundleError(f"{e} (a join's file is FILE or OWNER/DATASET/FILE)") from None
         refs += [ref] if ref not in refs else []
     return refs
+
+
+def base_source(ref: str) -> tuple[str, str]:
+    """A LoRA run's base model as the kernels attach it: ("model", OWNER/MODEL/FRAMEWORK/VARIATION/
+    VERSION) for a Kaggle Model (kernel-metadata.json's model_sources), ("dataset", OWNER/DATASET)
+    for a dataset holding its folder (dataset_sources); anything else refused in one line."""
+    parts = str(ref).split("/")
+    owner_ok = OWNER.fullmatch(parts[0])
+    if owner_ok and len(parts) == 5 and all(MODEL_PART.fullmatch(p) for p in parts) and parts[4].isdigit():
+        return "model", str(ref)
+    if owner_ok and len(parts) == 2 and SLUG.fullmatch(parts[1]):
+        return "dataset", str(ref)
+    raise BundleError(f"--base-model-source {ref!r}: expected {BASE_FORMS}, e.g. "
+                      "google/gemma-2/transformers/gemma-2-9b-it/2")
+
+
+def lora_bases(runs) -> dict:
+    """{run folder name: its base model's recorded hub id or folder} of the runs trained with LoRA
+    (their folds hold adapters only); runs that are not folders here, or unreadable, are left to
+    check_runs."""
+    from .files import fold_dirs
+    from .model import KIT_CONFIG
+
+    bases = {}
+    for run in runs:
+        folds = fold_dirs(run, required=False)
+        try:
+            saved = json.loads((folds[0] / KIT_CONFIG).read_text()) if folds else {}
+        except (OSError, ValueError):
+            continue
+        if saved.get("model", {}).get("lora_r"):
+            bases[Path(run).name] = saved.get("base", {}).get("model", "its base model")
+    return bases
 
 
 def dataset_metadata(owner: str, slug: str, license_name: str = DEFAULT_LICENSE) -> dict:
@@ -322,7 +370,8 @@ def build_models(
     license_name: str = DEFAULT_LICENSE,
     tol: float = FP16_TOL,
 ) -> dict:
-    """OUT/<models slug>/: each run's finished folds and summaries, blend.json, metadata.
+    """OUT/<models slug>/: each run's finished folds and summaries, blend.json, metadata; a LoRA
+    run's folds with their adapters only (result['lora_bases']: {run: its base model, not bundled}).
 
     The bundled blend.json records the identities of the bundled copies (fp16 weights, no
     training state: other runs than the trained ones by identity), so the submission kernel's
@@ -342,7 +391,7 @@ def build_models(
     except (ValueError, OSError) as e:  # one competition, the same outputs, a finished fold each
         raise BundleError(str(e)) from None
     info = {"path": str(dest), "id": meta["id"], "runs": names, "max_diff": 0.0,
-            "weights_bytes": 0, "source_weights_bytes": 0}
+            "weights_bytes": 0, "source_weights_bytes": 0, "lora_bases": lora_bases(runs)}
     with atomic_dir(dest) as tmp:
         for run in runs:
             sizes = export_run(run, tmp / run.name, half, tol)
@@ -410,10 +459,11 @@ def inject_parameters(nb: dict, params: dict) -> dict:
 
 def kernel_metadata(
     owner: str, slug: str, code_file: str, internet: bool, datasets, kernels=(), gpu: bool = True,
-    competition: str = DEFAULT_COMPETITION,
+    competition: str = DEFAULT_COMPETITION, models=(),
 ) -> dict:
     """kernel-metadata.json content for a private notebook kernel of the competition: on a
-    "GPU T4 x2" machine when `gpu`, else on CPU (no machine_shape)."""
+    "GPU T4 x2" machine when `gpu`, else on CPU (no machine_shape); `models`: the Kaggle Models
+    attached (OWNER/MODEL/FRAMEWORK/VARIATION/VERSION)."""
     check_slug(slug, "kernel", lo=5)
     meta = {
         "id": f"{check_owner(owner)}/{slug}",
@@ -428,7 +478,7 @@ def kernel_metadata(
         "dataset_sources": list(datasets),
         "competition_sources": [competition],
         "kernel_sources": list(kernels),
-        "model_sources": [],
+        "model_sources": list(models),
     }
     if gpu:
         meta["machine_shape"] = MACHINE_SHAPE
@@ -437,7 +487,7 @@ def kernel_metadata(
 
 def build_kernel(
     dest: Path, notebook: Path, owner: str, slug: str, role: str, values: dict, datasets, kernels=(),
-    competition: str = DEFAULT_COMPETITION,
+    competition: str = DEFAULT_COMPETITION, models=(),
 ) -> dict:
     """OUT/kernels/<slug>/: the notebook with its injected parameters + kernel-metadata.json."""
     spec = ROLES[role]
@@ -458,7 +508,8 @@ def build_kernel(
         if k in declared and k in values
     }
     meta = kernel_metadata(
-        owner, slug, Path(notebook).name, spec["internet"], datasets, kernels, spec["gpu"], competition
+        owner, slug, Path(notebook).name, spec["internet"], datasets, kernels, spec["gpu"], competition,
+        models,
     )
     with atomic_dir(dest) as tmp:
         text = json.dumps(inject_parameters(nb, params), indent=1, ensure_ascii=False) + "\n"
@@ -471,6 +522,7 @@ def build_kernel(
         "parameters": params,
         "internet": spec["internet"],
         "gpu": spec["gpu"],
+        "model_sources": list(models),
     }
 
 
@@ -511,11 +563,14 @@ class BundleSpec:
     license_name: str = DEFAULT_LICENSE  # the datasets' Kaggle license
     tol: float = FP16_TOL  # largest |fp16 - fp32| prediction difference accepted
     competition: str = ""  # a slug or competition.json (empty: the runs', else CommonLit)
+    # LoRA runs' base models, attached to the kernels that load the runs (base_source's forms)
+    base_model_sources: tuple = ()
 
     def __post_init__(self):
         # Lists given are kept as tuples: the description stays frozen.
         object.__setattr__(self, "runs", tuple(self.runs))
         object.__setattr__(self, "notebooks", tuple(self.notebooks))
+        object.__setattr__(self, "base_model_sources", tuple(self.base_model_sources))
 
 
 @dataclass(frozen=True)
@@ -529,6 +584,8 @@ class BundlePlan:
     kernels: list  # [OWNER/KERNEL] of the source kernel, or []
     notebooks: list  # [(notebook, kernel slug, role)]
     joined: tuple = ()  # (OWNER/DATASET, ...) whose tables the competition joins (join_datasets)
+    base_models: tuple = ()  # Kaggle Models holding LoRA runs' base models (model_sources)
+    base_datasets: tuple = ()  # datasets holding them (dataset_sources)
 
 
 def plan_bundle(spec: BundleSpec) -> BundlePlan:
@@ -562,7 +619,20 @@ def plan_bundle(spec: BundleSpec) -> BundlePlan:
         joined = join_datasets(comp)
     except BundleError as e:
         raise BundleError(f"competition {comp.slug}: {e}") from None
-    return BundlePlan(comp, code_slug, models_slug, names, kernels, notebooks, tuple(joined))
+    sources = [base_source(ref) for ref in dict.fromkeys(spec.base_model_sources)]
+    if not spec.kernel_sources:  # the runs are here: a LoRA run needs its base, others none
+        bases = lora_bases(spec.runs)
+        if bases and not sources:
+            run, base = next(iter(bases.items()))
+            raise BundleError(f"run {run} was trained with LoRA: its folds hold adapters only, not its base "
+                              f"model {base}, which the kernels must attach; give it as --base-model-source "
+                              f"{BASE_FORMS}")
+        if sources and not bases:
+            raise BundleError(f"--base-model-source {' '.join(spec.base_model_sources)}: no run was trained "
+                              "with LoRA (their folds hold whole models); leave it out")
+    return BundlePlan(comp, code_slug, models_slug, names, kernels, notebooks, tuple(joined),
+                      tuple(ref for kind, ref in sources if kind == "model"),
+                      tuple(ref for kind, ref in sources if kind == "dataset"))
 
 
 def build(spec: BundleSpec) -> dict:
@@ -574,6 +644,10 @@ def build(spec: BundleSpec) -> dict:
 
     Every kernel attaches the other Kaggle datasets whose tables the competition joins
     (result['joined_datasets']: OWNER/DATASET of a join's OWNER/DATASET/FILE).
+
+    A LoRA run's folds hold adapters only: spec.base_model_sources (a Kaggle Model or a dataset
+    holding its base model; required when a run here was trained with LoRA, refused when none
+    was) are attached to the kernels that load the runs (submission, pseudo).
 
     A missing notebook is reported in result['errors'] and its kernel skipped; the rest is built.
     With spec.kernel_sources (OWNER/KERNEL of a training kernel) the kernels read the runs from
@@ -589,6 +663,7 @@ def build(spec: BundleSpec) -> dict:
         "kernels": [],
         "kernel_sources": p.kernels,
         "joined_datasets": list(p.joined),
+        "base_model_sources": [*p.base_models, *p.base_datasets],
         "errors": [],
     }
     result["code"] = build_code(
@@ -618,10 +693,12 @@ def build(spec: BundleSpec) -> dict:
         if ROLES[role]["models"] and not spec.kernel_sources:
             datasets.append(f"{owner}/{p.models_slug}")
         datasets += list(p.joined)  # every kernel reads the competition's data, joined tables included
+        loads = ROLES[role]["loads"]  # a kernel loading the runs' weights attaches LoRA runs' base models
+        datasets += list(p.base_datasets) if loads else []
         ks = p.kernels if ROLES[role]["models"] else []
         try:
             kernel = build_kernel(out / "kernels" / slug, nb, owner, slug, role, values, datasets,
-                                  ks, p.competition.slug)
+                                  ks, p.competition.slug, p.base_models if loads else ())
             result["kernels"].append(kernel)
         except BundleError as e:
             result["errors"].append(f"{e}: kernel {slug} skipped")

@@ -32,11 +32,13 @@ from .bundle import (
     FP16_TOL,
     NOTEBOOKS,
     OPTIONAL_KERNELS,
+    ROLES,
     ROOT,
     SUBMISSION_FILE,
     T4_GPUS,
     BundleError,
     BundleSpec,
+    base_source,
     build,
 )
 from .cli import HelpFormatter, cli_error, first_paragraph
@@ -229,6 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep fp32 weights (default: fp16, half size)")
     b.add_argument("--kernel-sources", metavar="OWNER/KERNEL",
                    help="read the runs from this training kernel's output, not a models dataset")
+    b.add_argument("--base-model-source", nargs="+", default=[], metavar="REF",
+                   help="a LoRA run's base model (its folds hold adapters only), attached to the kernels "
+                   "that load the runs: a Kaggle Model OWNER/MODEL/FRAMEWORK/VARIATION/VERSION (e.g. "
+                   "google/gemma-2/transformers/gemma-2-9b-it/2) or a dataset OWNER/DATASET holding its folder")
     b.add_argument("--notebooks", nargs="+", help="notebooks that become kernels (default: the "
                    "kit's five, notebooks/01_eda.ipynb to 05_pseudo.ipynb)")
     b.add_argument("--fp16-tol", type=float, default=FP16_TOL,
@@ -261,6 +267,7 @@ def spec_of(args: argparse.Namespace) -> BundleSpec:
         license_name=args.license,
         tol=args.fp16_tol,
         competition=args.competition,
+        base_model_sources=args.base_model_source,
     )
 
 
@@ -272,12 +279,19 @@ def print_built(bundle: dict, half: bool, file=None) -> None:
     print(f"code dataset    {code['path']} ({_mb(code['bytes'])}, wheels: {wheels})", file=file)
     if models:
         kind = "fp16" if half else "fp32"
+        lora = models.get("lora_bases") or {}
+        adapters = f"; adapters only: {', '.join(lora)}" if lora else ""
         print(
             f"models dataset  {models['path']} ({_mb(models['bytes'])}; weights {kind} "
             f"{_mb(models['weights_bytes'])} from {_mb(models['source_weights_bytes'])}; "
-            f"max |diff| {models['max_diff']:.1e})",
+            f"max |diff| {models['max_diff']:.1e}{adapters})",
             file=file,
         )
+    loading = " and ".join(k["role"] for k in bundle["kernels"] if ROLES[k["role"]]["loads"]) or "no"
+    for ref in bundle.get("base_model_sources") or []:
+        kind = "Kaggle Model" if base_source(ref)[0] == "model" else "dataset"
+        print(f"base model      {ref} ({kind}, attached to the {loading} kernels: a LoRA run's folds hold "
+              "adapters only)", file=file)
     for k in bundle["kernels"]:
         net = "internet on" if k["internet"] else "internet off"
         print(f"kernel          {k['path']} ({_machine(k)}, {net})", file=file)
