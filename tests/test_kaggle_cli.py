@@ -129,7 +129,7 @@ if __name__ == "__main__":
 
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from test_kaggle import fake_notebooks, patent_data, trained, trained_ell  # noqa: E402, F401 (fixtures, reused)
+from test_kaggle import BASE_HANDLE, fake_notebooks, patent_data, trained, trained_ell, trained_lora  # noqa: E402, F401 (fixtures, reused)
 
 from utils import bundle  # noqa: E402
 from utils import kaggle as kit  # noqa: E402
@@ -423,3 +423,63 @@ def test_the_download_command_of_a_missing_table_fetches_it_where_it_is_looked_u
     assert (tmp_path / "root" / "data" / "cpc-codes" / "titles.csv").is_file()
     df = read_split(comp, data / "test.csv", "test")
     assert df["title"].notna().all() and set(df["title"]) <= set(table["title"])
+
+
+def test_a_lora_runs_kernels_attach_its_base_model_through_the_kaggle_cli(trained_lora, tmp_path, capsys):  # noqa: F811
+    """Every printed command of a LoRA run's bundle runs through the CLI; the kernels that load the
+    runs send the Kaggle Model as a model source and the dataset holding a base as a data source."""
+    nbs = fake_notebooks(tmp_path / "nbs")
+    dataset = f"{OWNER}/tiny-llama-base"
+    argv = ["build", "--runs", str(trained_lora["runs"][0]), "--owner", OWNER, "--out", str(tmp_path / "b"),
+            "--no-wheels", "--base-model-source", BASE_HANDLE, dataset, "--notebooks", *map(str, nbs)]
+    assert kit.main(argv) == 0
+    cmds = printed_commands(capsys.readouterr().out)
+    kaggle = Kaggle(tmp_path)
+    pushed = {}
+    for cmd in cmds:
+        res = kaggle([("1" if a == "N" else a) for a in cmd])
+        assert res.returncode == 0 and not kit.KAGGLE_REFUSED.search(res.stdout + res.stderr), (cmd, res.stdout)
+        if cmd[:2] == ["kernels", "push"]:
+            meta = json.loads((Path(cmd[3]) / "kernel-metadata.json").read_text())
+            body = [r for r in kaggle.requests() if r["kind"] == "kernel_push"][-1]["body"]
+            assert body.get("modelDataSources", []) == meta["model_sources"]
+            assert body["datasetDataSources"] == meta["dataset_sources"]
+            pushed[Path(cmd[3]).name] = (meta["model_sources"], meta["dataset_sources"][-1])
+    assert len(pushed) == 5
+    for name, (models, last) in pushed.items():
+        loads = name.endswith(("-submission", "-pseudo"))
+        assert models == ([BASE_HANDLE] if loads else []), name
+        assert (last == dataset) is loads, name
+
+
+MODEL_REFS = (
+    "google/gemma-2/transformers/gemma-2-9b-it/2",
+    "metaresearch/llama-3.1/transformers/8b/1",
+    "google/gemma-2/transformers/gemma-2-9b-it",  # no version
+    "google/gemma-2/transformers/gemma-2-9b-it/v2",  # a version that is not a number
+    "google/gemma-2//gemma-2-9b-it/2",  # no framework
+)
+
+
+@pytest.mark.parametrize("ref", MODEL_REFS)
+def test_the_bundle_takes_the_kaggle_models_the_kaggle_cli_takes(ref, tmp_path):
+    """A model source in kernel-metadata.json, pushed through the CLI: it refuses what base_source
+    refuses, and sends what it accepts."""
+    import nbformat
+
+    kernel = tmp_path / "k"
+    kernel.mkdir()
+    (kernel / "k.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook()))
+    meta = bundle.kernel_metadata(OWNER, "commonlit-kit-submission", "k.ipynb", False, [], models=[ref])
+    (kernel / "kernel-metadata.json").write_text(json.dumps(meta))
+    kaggle = Kaggle(tmp_path)
+    res = kaggle(["kernels", "push", "-p", str(kernel)])
+    sent = [r["body"].get("modelDataSources") for r in kaggle.requests() if r["kind"] == "kernel_push"]
+    try:
+        bundle.base_source(ref)
+        ours = True
+    except bundle.BundleError:
+        ours = False
+    assert ours == (sent == [[ref]]), (res.stdout, res.stderr)
+    if not ours:
+        assert sent == [] and "model instance version" in (res.stdout + res.stderr).lower()
