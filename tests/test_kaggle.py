@@ -451,6 +451,17 @@ def test_a_lora_runs_kernels_attach_its_base_model(trained_lora, tmp_path, sourc
         assert k["model_sources"] == meta["model_sources"]
 
 
+def test_runs_from_a_training_kernel_get_the_base_model_given(tmp_path):
+    """Runs read from a kernel's output are not here to tell LoRA from not: the base model given is
+    attached, and none is asked for."""
+    nbs = fake_notebooks(tmp_path / "nbs")[3:4]
+    kw = dict(kernel_sources=f"{OWNER}/kit-train-run", notebooks=nbs, wheels=None)
+    out = build(BundleSpec(["runs/llama-lora"], OWNER, tmp_path / "b", base_model_sources=[BASE_HANDLE], **kw))
+    assert [k["model_sources"] for k in out["kernels"]] == [[BASE_HANDLE]]
+    out = build(BundleSpec(["runs/llama-lora"], OWNER, tmp_path / "c", **kw))
+    assert [k["model_sources"] for k in out["kernels"]] == [[]]
+
+
 def test_a_lora_run_without_its_base_model_source_is_refused_in_one_line(trained_lora, trained, tmp_path):
     one = dict(notebooks=[], wheels=None)
     with pytest.raises(BundleError, match="run llama-lora was trained with LoRA: its folds hold adapters only.*"

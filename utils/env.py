@@ -3,7 +3,11 @@
 All paths the notebooks use come from here. Kaggle has two /kaggle/input layouts:
 old  /kaggle/input/<slug>/                      (competitions and datasets alike)
 new  /kaggle/input/competitions/<slug>/  and  /kaggle/input/datasets/<owner>/<slug>/
-Both are tried, then a search of the input tree as a fallback.
+Both are tried, then a search of the input tree as a fallback. A Kaggle Model attached to a
+notebook (OWNER/MODEL/FRAMEWORK/VARIATION/VERSION, e.g. a LoRA run's base model) is mounted at
+old  /kaggle/input/<model>/<framework>/<variation>/<version>/
+new  /kaggle/input/models/<owner>/<model>/<framework>/<variation>/<version>/
+(utils.backbone.kaggle_model_dirs looks for a fold's base model in both, and in datasets).
 """
 
 from __future__ import annotations
