@@ -591,6 +591,8 @@ class BundlePlan:
 def plan_bundle(spec: BundleSpec) -> BundlePlan:
     """Every name of the bundle (slugs, runs, kernels), checked: a bad one fails here, before the
     slow work."""
+    from .files import fold_dirs
+
     check_owner(spec.owner)
     comp = bundle_competition(spec.runs, spec.competition, spec.kernel_sources)
     name = spec.name or comp.kit_name
@@ -627,7 +629,7 @@ def plan_bundle(spec: BundleSpec) -> BundlePlan:
             raise BundleError(f"run {run} was trained with LoRA: its folds hold adapters only, not its base "
                               f"model {base}, which the kernels must attach; give it as --base-model-source "
                               f"{BASE_FORMS}")
-        if sources and not bases:
+        if sources and not bases and all(fold_dirs(r, required=False) for r in spec.runs):
             raise BundleError(f"--base-model-source {' '.join(spec.base_model_sources)}: no run was trained "
                               "with LoRA (their folds hold whole models); leave it out")
     return BundlePlan(comp, code_slug, models_slug, names, kernels, notebooks, tuple(joined),
