@@ -330,6 +330,14 @@ class MemoryEstimate:
         return self.weights + self.trainable + self.activations
 
 
+def weight_bytes(total: int, linear: int, precision: str, load_in_4bit: bool = False) -> float:
+    """Bytes of a frozen base's weights: `total` parameters in the precision's dtype (2 bytes in
+    half, 4 in fp32), or its `linear` ones in 4-bit NF4 with double quantisation (about 0.53
+    bytes each) and the rest in that dtype."""
+    half = 4 if precision == "fp32" else 2
+    return linear * 0.53 + (total - linear) * half if load_in_4bit else total * half
+
+
 def count_parameters(config) -> tuple[int, int]:
     """(all parameters, those in Linear layers) of a backbone config, counted without weights
     (the model built on the meta device)."""
@@ -377,8 +385,7 @@ def estimate_memory(config, precision: str, micro_batch: int, max_len: int, lora
     if lora_r:
         targets = lora_targets(targets, fam)
         trained = lora_parameters(config, lora_r, targets) + head_params
-        half = 4 if precision == "fp32" else 2  # bytes of a weight that is not quantised
-        weights = linear * 0.53 + (total - linear) * half if load_in_4bit else total * half
+        weights = weight_bytes(total, linear, precision, load_in_4bit)
     else:
         trained = total + head_params
         weights = 0.0  # counted in trainable: the fp32 weights are the master copy

@@ -261,13 +261,14 @@ class TextModel(nn.Module):
         folder = Path(folder)
         check_model_dir(folder)
         try:
-            spec = json.loads((folder / KIT_CONFIG).read_text())["model"]
+            saved = json.loads((folder / KIT_CONFIG).read_text())
+            spec = saved["model"]
         except (ValueError, KeyError) as e:
             raise ValueError(f"{folder / KIT_CONFIG} is corrupt ({e!r})") from None
         spec = ModelSpec(**{**spec, "target_names": tuple(spec["target_names"]),
                             "lora_targets": tuple(spec.get("lora_targets", ()))})
         if spec.lora_r:
-            record = json.loads((folder / KIT_CONFIG).read_text()).get("base")
+            record = saved.get("base")
             if not record:
                 raise ValueError(f"{folder / KIT_CONFIG} is a LoRA fold without its base model's record")
             base_dir = bb.find_base(record, base)

@@ -120,9 +120,7 @@ def model_bytes(folder) -> float:
     total, linear = bb.count_parameters(_pretrained(AutoConfig, folder))
     if not spec.get("lora_r"):
         return 4.0 * total
-    if spec.get("load_in_4bit"):
-        return 0.53 * linear + 2.0 * (total - linear)
-    return 2.0 * total
+    return bb.weight_bytes(total, linear, "fp16", bool(spec.get("load_in_4bit")))
 
 
 def blank_texts(texts) -> np.ndarray:
@@ -142,11 +140,11 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
     blank = blank_texts(texts)
     usable = [t for t, b in zip(texts, blank) if not b]
     out = {}
-    for folder in fold_dirs(run):
+    for i, folder in enumerate(fold_dirs(run)):
         places, split = ([torch.device(d) for d in devices], None) if devices else inference_devices(folder, device)
         loaded = [TextModel.load(folder, d, base_model, precision, split) for d in places]
         models, tokenizer = [m for m, _ in loaded], loaded[0][1]
-        if folder == fold_dirs(run)[0] and places[0].type == "cuda":
+        if i == 0 and places[0].type == "cuda":
             from . import backbone as bb
 
             note = bb.precision_note(precision, bb.family_of(models[0].backbone.config), cuda=True)
