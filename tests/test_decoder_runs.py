@@ -3,16 +3,13 @@ uninterrupted result, the honest-CV perturbation, a blend with an encoder run, p
 LoRA teacher (and a LoRA student trained on them), the runs table, and --log-with."""
 
 import json
-import signal
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, tiny_frame
+from conftest import tiny_frame
 from test_honesty import assert_same_fold_k, perturb, relabel
-from test_reliability import ENV, assert_one_line_error, cli, train_argv
+from test_reliability import assert_one_line_error, cli, kill_in_fold_1, train_argv
 from test_train import cfg_for
 
 from utils import ensemble, pseudo
@@ -48,18 +45,7 @@ def test_a_lora_run_killed_mid_fold_resumes_to_the_uninterrupted_result(tiny_csv
     run_cv(lora_for(tiny_csv, ref, model, epochs=3))
     out = tmp_path / "run"
     argv = train_argv(tiny_csv, out, model, "--epochs", 3, *LORA_FLAGS)
-    with open(tmp_path / "stderr.txt", "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "utils.train", *argv], cwd=ROOT, env=ENV,
-                                stdout=subprocess.PIPE, stderr=err, text=True)
-        try:
-            for line in proc.stdout:
-                if line.startswith("fold 1 step"):  # fold 0 saved, fold 1 mid-way (12 steps)
-                    proc.send_signal(signal.SIGKILL)
-                    break
-        finally:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == -signal.SIGKILL, (tmp_path / "stderr.txt").read_text()
+    kill_in_fold_1(argv, tmp_path)  # fold 0 saved, fold 1 mid-way (12 steps)
     assert (out / "fold0").is_dir() and not (out / "fold1").exists()
     assert json.loads((out / "metrics.json").read_text())["folds_done"] == [0]
     fold0 = {p.name: p.read_bytes() for p in (out / "fold0").iterdir()}

@@ -241,24 +241,29 @@ def test_submission_whose_ids_differ_from_test_csv_is_refused():
 # ----------------------------------------------------------------------------- interrupted runs
 
 
-def test_sigkill_mid_fold_then_rerun_resumes_to_the_uninterrupted_result(tiny_csv, tiny_bert, tmp_path):
-    # Reference: the same run, uninterrupted, in this process (also pins CLI == API numbers).
-    ref = tmp_path / "ref"
-    run_cv(cfg_for(tiny_csv, ref, tiny_bert, epochs=4))
-    out = tmp_path / "run"
-    argv = train_argv(tiny_csv, out, tiny_bert, "--epochs", 4)
+def kill_in_fold_1(argv, tmp_path) -> None:
+    """Run `python -m utils.train ARGV` and SIGKILL it at fold 1's first logged step."""
     cmd = [sys.executable, "-m", "utils.train", *argv]
     with open(tmp_path / "stderr.txt", "w") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=err, text=True)
         try:
             for line in proc.stdout:  # unbuffered: each log line as it is printed
-                if line.startswith("fold 1 step"):  # fold 0 saved, fold 1 mid-way (16 steps)
+                if line.startswith("fold 1 step"):
                     proc.send_signal(signal.SIGKILL)
                     break
         finally:
             proc.kill()
             proc.wait()
     assert proc.returncode == -signal.SIGKILL, (tmp_path / "stderr.txt").read_text()
+
+
+def test_sigkill_mid_fold_then_rerun_resumes_to_the_uninterrupted_result(tiny_csv, tiny_bert, tmp_path):
+    # Reference: the same run, uninterrupted, in this process (also pins CLI == API numbers).
+    ref = tmp_path / "ref"
+    run_cv(cfg_for(tiny_csv, ref, tiny_bert, epochs=4))
+    out = tmp_path / "run"
+    argv = train_argv(tiny_csv, out, tiny_bert, "--epochs", 4)
+    kill_in_fold_1(argv, tmp_path)  # fold 0 saved, fold 1 mid-way (16 steps)
     assert (out / "fold0").is_dir() and not (out / "fold1").exists()
     # What the killed run left is whole: written atomically, or not at all.
     assert json.loads((out / "metrics.json").read_text())["folds_done"] == [0]
