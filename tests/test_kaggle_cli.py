@@ -189,6 +189,20 @@ def printed_commands(text: str) -> list:
     return cmds
 
 
+def run_printed(out: str, tmp: Path) -> list:
+    """Every kaggle command `build` printed (in `out`), run through the real CLI, each accepted;
+    [(kernel folder name, its kernel-metadata.json, the push request's body)], one per push."""
+    kaggle, pushed = Kaggle(tmp), []
+    for cmd in printed_commands(out):
+        res = kaggle([("1" if a == "N" else a) for a in cmd])
+        assert res.returncode == 0 and not kit.KAGGLE_REFUSED.search(res.stdout + res.stderr), (cmd, res.stdout)
+        if cmd[:2] == ["kernels", "push"]:
+            meta = json.loads((Path(cmd[3]) / "kernel-metadata.json").read_text())
+            body = [r for r in kaggle.requests() if r["kind"] == "kernel_push"][-1]["body"]
+            pushed.append((Path(cmd[3]).name, meta, body))
+    return pushed
+
+
 def build_and_print(trained, tmp: Path, capsys, extra=()) -> tuple[list, str]:  # noqa: F811
     nbs = fake_notebooks(tmp / "nbs")
     argv = ["build", "--runs", *map(str, trained["runs"]), "--blend", str(trained["blend"])]
@@ -380,17 +394,10 @@ def test_a_joined_datasets_kernels_are_accepted_by_the_kaggle_cli(tmp_path, caps
     argv = ["build", "--runs", "runs/bert-attn", "--owner", OWNER, "--out", str(tmp_path / "b"), "--no-wheels",
             "--kernel-sources", f"{OWNER}/kit-train-run", "--competition", str(desc), "--notebooks", *map(str, nbs)]
     assert kit.main(argv) == 0
-    cmds = printed_commands(capsys.readouterr().out)
-    kaggle = Kaggle(tmp_path)
     pushed = []
-    for cmd in cmds:
-        res = kaggle([("1" if a == "N" else a) for a in cmd])
-        assert res.returncode == 0 and not kit.KAGGLE_REFUSED.search(res.stdout + res.stderr), (cmd, res.stdout)
-        if cmd[:2] == ["kernels", "push"]:
-            meta = json.loads((Path(cmd[3]) / "kernel-metadata.json").read_text())
-            body = [r for r in kaggle.requests() if r["kind"] == "kernel_push"][-1]["body"]
-            assert body["datasetDataSources"] == meta["dataset_sources"]
-            pushed.append(body["datasetDataSources"])
+    for _, meta, body in run_printed(capsys.readouterr().out, tmp_path):
+        assert body["datasetDataSources"] == meta["dataset_sources"]
+        pushed.append(body["datasetDataSources"])
     assert len(pushed) == 5  # the submission kernel and the four optional ones
     assert all(sources == [f"{OWNER}/us-patent-phrase-to-kit-code", "xhlulu/cpc-codes"] for sources in pushed)
 
@@ -433,19 +440,13 @@ def test_a_lora_runs_kernels_attach_its_base_model_through_the_kaggle_cli(traine
     argv = ["build", "--runs", str(trained_lora["runs"][0]), "--owner", OWNER, "--out", str(tmp_path / "b"),
             "--no-wheels", "--base-model-source", BASE_HANDLE, dataset, "--notebooks", *map(str, nbs)]
     assert kit.main(argv) == 0
-    cmds = printed_commands(capsys.readouterr().out)
-    kaggle = Kaggle(tmp_path)
+    kernels = run_printed(capsys.readouterr().out, tmp_path)
     pushed = {}
-    for cmd in cmds:
-        res = kaggle([("1" if a == "N" else a) for a in cmd])
-        assert res.returncode == 0 and not kit.KAGGLE_REFUSED.search(res.stdout + res.stderr), (cmd, res.stdout)
-        if cmd[:2] == ["kernels", "push"]:
-            meta = json.loads((Path(cmd[3]) / "kernel-metadata.json").read_text())
-            body = [r for r in kaggle.requests() if r["kind"] == "kernel_push"][-1]["body"]
-            assert body.get("modelDataSources", []) == meta["model_sources"]
-            assert body["datasetDataSources"] == meta["dataset_sources"]
-            pushed[Path(cmd[3]).name] = (meta["model_sources"], meta["dataset_sources"][-1])
-    assert len(pushed) == 5
+    for name, meta, body in kernels:
+        assert body.get("modelDataSources", []) == meta["model_sources"]
+        assert body["datasetDataSources"] == meta["dataset_sources"]
+        pushed[name] = (meta["model_sources"], meta["dataset_sources"][-1])
+    assert len(kernels) == len(pushed) == 5
     for name, (models, last) in pushed.items():
         loads = name.endswith(("-submission", "-pseudo"))
         assert models == ([BASE_HANDLE] if loads else []), name
