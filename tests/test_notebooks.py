@@ -18,6 +18,25 @@ NB = ROOT / "notebooks"
 NOTEBOOKS = ["01_eda", "02_train", "03_ensemble", "04_submission", "05_pseudo"]
 
 
+def competition_data(folder: Path, blank_row: int | None = None) -> Path:
+    """A tiny competition folder: train.csv (60 rows), test.csv (7), and the sample submission
+    beside them, as Kaggle's data has; `blank_row`: that test text blank."""
+    folder.mkdir(parents=True)
+    tiny_frame(60).to_csv(folder / "train.csv", index=False)
+    test = tiny_frame(7, seed=9).drop(columns=["target", "standard_error"])
+    if blank_row is not None:
+        test.loc[blank_row, "excerpt"] = " "
+    test.to_csv(folder / "test.csv", index=False)
+    test[["id"]].assign(target=0.0).to_csv(folder / "sample_submission.csv", index=False)
+    return folder
+
+
+def extra_texts(path: Path) -> None:
+    """Ten unlabelled texts (ids new0..new9) to pseudo-label."""
+    extra = tiny_frame(10, seed=7).drop(columns=["target", "standard_error"])
+    extra.assign(id=[f"new{i}" for i in range(10)]).to_csv(path, index=False)
+
+
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory, tiny_bert):
     """`python -m utils.demo` itself, on a tiny model: EDA, two training runs, blend, submission."""
@@ -27,13 +46,7 @@ def pipeline(tmp_path_factory, tiny_bert):
     from utils.demo import main
 
     d = tmp_path_factory.mktemp("nb")
-    data = d / "data"
-    data.mkdir()
-    tiny_frame(60).to_csv(data / "train.csv", index=False)
-    test = tiny_frame(7, seed=9).drop(columns=["target", "standard_error"])
-    test.loc[2, "excerpt"] = " "  # a blank hidden-test text must not cost the submission
-    test.to_csv(data / "test.csv", index=False)
-    test[["id"]].assign(target=0.0).to_csv(data / "sample_submission.csv", index=False)  # as Kaggle's data has
+    data = competition_data(d / "data", blank_row=2)  # a blank hidden-test text must not cost the submission
     log = io.StringIO()
     with contextlib.redirect_stdout(log):
         main(["--out", str(d / "sub"), "--data", str(data), "--model", tiny_bert, "--rows", "60",
@@ -112,15 +125,9 @@ def test_pseudo_notebook_then_a_student_trained_on_its_labels(tmp_path, tiny_ber
 
     from utils.train import run_cv
 
-    data, runs = tmp_path / "data", tmp_path / "runs"
-    data.mkdir()
-    tiny_frame(60).to_csv(data / "train.csv", index=False)
-    test = tiny_frame(7, seed=9).drop(columns=["target", "standard_error"])
-    test.to_csv(data / "test.csv", index=False)
-    test[["id"]].assign(target=0.0).to_csv(data / "sample_submission.csv", index=False)
+    data, runs = competition_data(tmp_path / "data"), tmp_path / "runs"
     run_cv(cfg_for(data / "train.csv", runs / "teacher", tiny_bert, epochs=1, max_len=64))
-    extra = tiny_frame(10, seed=7).drop(columns=["target", "standard_error"])
-    extra.assign(id=[f"new{i}" for i in range(10)]).to_csv(tmp_path / "extra.csv", index=False)
+    extra_texts(tmp_path / "extra.csv")
 
     executed = _papermill("05_pseudo", tmp_path, {
         "pretrain_model": tiny_bert, "pretrain_epochs": 1, "pretrain_batch_size": 8,
@@ -163,18 +170,12 @@ def test_pseudo_notebook_with_a_lora_teacher_then_a_lora_student(tmp_path, tiny_
     from utils.model import KIT_CONFIG, WEIGHTS
     from utils.train import run_cv
 
-    data, runs = tmp_path / "data", tmp_path / "runs"
-    data.mkdir()
-    tiny_frame(60).to_csv(data / "train.csv", index=False)
-    test = tiny_frame(7, seed=9).drop(columns=["target", "standard_error"])
-    test.to_csv(data / "test.csv", index=False)
-    test[["id"]].assign(target=0.0).to_csv(data / "sample_submission.csv", index=False)
+    data, runs = competition_data(tmp_path / "data"), tmp_path / "runs"
     base = shutil.copytree(tiny_decoders["llama"], tmp_path / "llama")
     run_cv(cfg_for(data / "train.csv", runs / "teacher", str(base), pooling="last", lora_r=4, lr=5e-3,
                    head_lr=5e-3, epochs=1, max_len=64))
     moved = base.rename(tmp_path / "attached-llama")  # as a Kaggle Model attached elsewhere
-    extra = tiny_frame(10, seed=7).drop(columns=["target", "standard_error"])
-    extra.assign(id=[f"new{i}" for i in range(10)]).to_csv(tmp_path / "extra.csv", index=False)
+    extra_texts(tmp_path / "extra.csv")
 
     executed = _papermill("05_pseudo", tmp_path, {
         "pretrain_model": "", "teachers": ["teacher"], "blend_json": "", "base_model": str(moved),
