@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import DECODERS, tiny_frame
+from test_train import assert_fold_reproduces_its_oof
 
 from utils import backbone as bb
 from utils.batching import Collator, TextDataset
@@ -106,12 +107,7 @@ def test_lora_training_lowers_the_loss_saves_adapters_only_and_reloads_to_the_sa
     base_bytes = sum(p.numel() * 4 for n, p in TextModel.from_backbone(
         tiny_decoders[family], ModelSpec(pooling="last")).backbone.named_parameters())
     assert (out / "fold0" / WEIGHTS).stat().st_size < base_bytes / 2
-    # reloaded from the folder + the base: the same predictions as the OOF
-    oof = pd.read_csv(out / "oof.csv", dtype={"id": str})
-    train = pd.read_csv(csv, dtype={"id": str}).set_index("id").loc[oof.id]
-    model, tok = TextModel.load(out / "fold0")
-    pred = predict_model(model, tok, train.excerpt.tolist(), 256)[:, 0]
-    assert np.abs(pred - oof.pred.to_numpy()).max() < 1e-5
+    assert_fold_reproduces_its_oof(out, 0, csv)  # reloaded from the folder + the base
     assert predict_run(out, ["a b"], progress=False).shape == (1,)
 
 
@@ -357,10 +353,7 @@ def test_an_encoder_takes_lora_too(tiny_bert, tiny_csv, tmp_path):
     adapted = {k.split(".")[-4] for k in state if ".lora_A." in k}
     assert adapted == {"query", "key", "value", "dense"}  # BERT's names, the family's defaults
     assert not [k for k in state if k.startswith("backbone.") and "lora_" not in k]
-    model, tok = TextModel.load(out / "fold0")
-    oof = pd.read_csv(out / "oof.csv", dtype={"id": str})
-    train = pd.read_csv(tiny_csv, dtype={"id": str}).set_index("id").loc[oof.id]
-    assert np.abs(predict_model(model, tok, train.excerpt.tolist(), 256)[:, 0] - oof.pred).max() < 1e-5
+    assert_fold_reproduces_its_oof(out, 0, tiny_csv)
 
 
 def test_the_best_checkpoint_of_a_lora_fold_copies_the_trained_weights_only(tiny_decoders):

@@ -44,18 +44,25 @@ def test_cv_outputs_and_invariants(tiny_csv, tiny_bert, tmp_path):
     assert not list(out.glob(".*.tmp"))
 
 
+def assert_fold_reproduces_its_oof(out, fold: int, csv) -> None:
+    """Fold `fold` of run `out`, reloaded from its folder alone, predicts its OOF rows (the
+    `excerpt` texts of `csv`) as the run recorded them, to 1e-5."""
+    from utils.predict import predict_model
+
+    oof = pd.read_csv(out / "oof.csv", dtype={"id": str})
+    oof = oof[oof.fold == fold]
+    train = pd.read_csv(csv, dtype={"id": str}).set_index("id").loc[oof.id]
+    model, tok = TextModel.load(out / f"fold{fold}")
+    pred = predict_model(model, tok, train.excerpt.tolist(), 256)[:, 0]
+    assert np.abs(pred - oof.pred.to_numpy()).max() < 1e-5
+
+
 def test_best_checkpoint_reproduces_its_oof(tiny_csv, tiny_bert, tmp_path):
     from utils.predict import predict_run
 
     out = tmp_path / "run"
     run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(1,)))
-    oof = pd.read_csv(out / "oof.csv", dtype={"id": str})
-    train = pd.read_csv(tiny_csv, dtype={"id": str}).set_index("id").loc[oof.id]
-    model, tok = TextModel.load(out / "fold1")
-    from utils.predict import predict_model
-
-    pred = predict_model(model, tok, train.excerpt.tolist(), 256)[:, 0]
-    assert np.abs(pred - oof.pred.to_numpy()).max() < 1e-5
+    assert_fold_reproduces_its_oof(out, 1, tiny_csv)
     assert predict_run(out, ["a b"], progress=False).shape == (1,)
 
 
