@@ -222,9 +222,10 @@ def main() -> None:
         print(table())
         return
     from utils.competition import load_competition
-    from utils.data import competition_folds, read_csv
+    from utils.data import read_csv
     from utils.files import write_json
     from utils.objective import objective_of
+    from utils.tables import competition_folds
 
     s = SETUPS[args.name]
     comp = load_competition(s["slug"])

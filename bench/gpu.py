@@ -14,7 +14,7 @@ train_fold: accelerate with mixed_precision, GradScaler for fp16), on fold 0 of 
 (utils.data.make_folds, fold seed 42), the same seed, rows and batches in every arm:
   fp32 | fp16 AMP | bf16 AMP                      precision (fp16 needs CUDA: skipped on CPU)
   checkpointing off | on                          TrainConfig.gradient_checkpointing, at the
-                                                  precision the kit picks here (amp_precision)
+                                                  precision the kit picks here (precision_for)
 Each: samples/s over the steps after --warmup-steps (stamped at each optimizer step, CUDA
 synchronised), peak GPU memory (torch.cuda.max_memory_allocated, reset between arms) and the
 valid RMSE after --steps optimizer steps. The carried weights are fp16 on disk; the kit
@@ -279,10 +279,10 @@ def stamping(stamps: list):
 def train_arm(a, model_dir: str, out_dir: Path, precision: str, checkpointing: bool, **overrides) -> tuple:
     """(result dict, trained model or None, config): one arm through utils.train.train_fold;
     `overrides`: TrainConfig fields (the LoRA arms')."""
-    from utils.config import TrainConfig
+    from utils.config import TrainConfig, competition_for
     from utils.data import make_folds
-    from utils.objective import get_objective
-    from utils.train import check_backbone, load_train, make_accelerator, run_precision, train_fold
+    from utils.objective import objective_of
+    from utils.train import check_backbone, load_train, make_accelerator, train_fold
 
     arm = {"precision": precision, "gradient_checkpointing": checkpointing}
     cfg = TrainConfig(**{
@@ -292,18 +292,20 @@ def train_arm(a, model_dir: str, out_dir: Path, precision: str, checkpointing: b
                max_rows=a.train_rows, folds=5, fold_seed=42, seed=42, only_folds=(0,), progress=False),
         **overrides})
     try:
-        arm["precision"] = run_precision(cfg)  # "auto" resolved for the backbone's family here
-        check_backbone(cfg)  # 4-bit without CUDA or bitsandbytes, a precision the family breaks in
-        accelerator = make_accelerator(cfg)
+        # "auto" resolved for the backbone's family here; 4-bit without CUDA or bitsandbytes refused
+        prec = check_backbone(cfg)
+        arm["precision"] = prec.name
+        accelerator = make_accelerator(cfg, prec)
     except ValueError as e:  # the kit's own refusal (fp16 or 4-bit without CUDA)
         return {**arm, "status": "skipped", "reason": str(e)}, None, cfg
-    df = load_train(cfg)
-    folds = make_folds(df, cfg.folds, cfg.fold_seed, cfg.target_cols, get_objective(cfg.task).classes)
+    comp = competition_for(cfg)
+    df = load_train(cfg, comp)
+    folds = make_folds(df, cfg.folds, cfg.fold_seed, comp.target_cols, objective_of(comp).classes)
     stamps: list = []
     reset_memory()
     t0 = time.perf_counter()
     with stamping(stamps):
-        model, _, _, info = train_fold(cfg, df, folds, 0, accelerator)
+        model, _, _, info = train_fold(cfg, comp, df, folds, 0, accelerator, prec)
     seconds = time.perf_counter() - t0
     if len(stamps) != a.steps:
         raise RuntimeError(f"{len(stamps)} optimizer steps stamped, expected {a.steps}")
@@ -467,7 +469,8 @@ def error_text(e: BaseException) -> str:
 
 def run(a) -> int:
     from utils.env import competition_dir, shown
-    from utils.model import amp_precision, load_tokenizer
+    from utils.backbone import precision_for
+    from utils.model import load_tokenizer
 
     start = time.perf_counter()
     elapsed = lambda: time.perf_counter() - start  # noqa: E731
@@ -493,7 +496,7 @@ def run(a) -> int:
     def skip():
         return f"budget: {elapsed():.0f} s elapsed >= --budget {a.budget:.0f} s" if elapsed() >= a.budget else None
 
-    auto = amp_precision()
+    auto = precision_for("auto", training=False).name  # what "auto" is for an encoder here
     plan = [(p, f"{p} AMP" if p != "fp32" else "fp32", False) for p in PRECISIONS]
     plan += [(auto, f"checkpointing off ({auto})", False), (auto, f"checkpointing on ({auto})", True)]
     train, kept = [], None

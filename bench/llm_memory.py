@@ -8,7 +8,7 @@ QLoRA on Kaggle's "GPU T4 x2".
 Memory: utils.backbone.estimate_memory (the figure `python -m utils.train` prints before training)
 on each architecture's config, built from its transformers config class with the published sizes
 (no weights: the parameters are counted on the meta device), in the precision the kit picks on a
-T4 (utils.backbone.train_precision: fp16, Gemma 2 fp32). Not in the estimate: the CUDA context
+T4 (utils.backbone.precision_for: fp16, Gemma 2 fp32). Not in the estimate: the CUDA context
 (a few hundred MiB, outside torch's allocator), the allocator's fragmentation, and DDP's
 gradient buckets (4 bytes per trained parameter).
 
@@ -71,9 +71,10 @@ def config_of(name: str):
 
 def t4_precision(fam) -> str:
     """The precision `--precision auto` trains this family in on a T4 (compute capability 7.5: no
-    bf16), from the kit's own rule (utils.backbone.train_precision)."""
-    with mock.patch.object(bb, "gpu_has_bf16", lambda: False):
-        return bb.train_precision("auto", fam, cuda=True)
+    bf16), from the kit's own rule (utils.backbone.precision_for)."""
+    with mock.patch.object(bb, "gpu_has_bf16", lambda: False), \
+            mock.patch.object(bb.torch.cuda, "is_available", lambda: True):
+        return bb.precision_for("auto", fam, "cuda").name
 
 
 def memory_row(name: str, config, setting: dict) -> dict:

@@ -36,7 +36,7 @@ def description(data: str, context: bool = True):
     """init's proposal for the folder, with the metric the competition's page names."""
     import dataclasses
 
-    from utils.competition import infer
+    from utils.infer import infer
 
     comp, _ = infer(data)
     comp = dataclasses.replace(comp, slug="us-patent-phrase-to-phrase-matching", metric="pearson")
@@ -47,8 +47,7 @@ def description(data: str, context: bool = True):
 
 def fold0(data: str):
     """(train frame, validation mask) of fold 0, as the kit's folds make it."""
-    from utils.competition import read_table
-    from utils.data import competition_folds
+    from utils.tables import competition_folds, read_table
 
     comp = description(data)
     df = read_table(comp, data)

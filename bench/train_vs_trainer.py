@@ -61,8 +61,8 @@ def run_kit(a, stamps: list) -> dict:
     import transformers
     import transformers.optimization
 
-    from utils.config import TrainConfig
-    from utils.train import load_train, make_accelerator, train_fold
+    from utils.config import TrainConfig, competition_for
+    from utils.train import check_backbone, load_train, make_accelerator, train_fold
 
     make_schedule = transformers.optimization.get_cosine_schedule_with_warmup
 
@@ -86,8 +86,9 @@ def run_kit(a, stamps: list) -> dict:
         max_len=a.max_len, batch_size=a.batch_size, max_steps=a.steps, epochs=1, lr=a.lr,
         eval_every=10**9, group_by_length=a.group_by_length, progress=False, seed=a.seed,
     )
-    df = load_train(cfg)
-    train_fold(cfg, df, split(len(df), a.seed), 0, make_accelerator(cfg))
+    comp, prec = competition_for(cfg), check_backbone(cfg)
+    df = load_train(cfg, comp)
+    train_fold(cfg, comp, df, split(len(df), a.seed), 0, make_accelerator(cfg, prec), prec)
     return {"n_train": len(df) - N_VALID}
 
 

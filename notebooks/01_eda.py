@@ -76,10 +76,10 @@ print(wheels.ensure("textstat", eda.TEXTSTAT_VERSION, wheels_dir or None))
 import numpy as np
 
 from utils import env, plots
-from utils.competition import load_competition, read_table
-from utils.data import competition_folds
+from utils.competition import load_competition
 from utils.files import write_json
 from utils.metrics import get_metric
+from utils.tables import competition_folds, read_table
 
 comp = load_competition(competition)
 data = env.competition_dir(data_dir, comp.slug)
@@ -169,7 +169,7 @@ plots.save_fig(plots.plot_examples(df, comp), out / "extremes.png")
 
 # %% [markdown]
 # ## Baselines: the bar
-# The same folds for all, and the same as training: `utils.data.competition_folds` with `folds` and
+# The same folds for all, and the same as training: `utils.tables.competition_folds` with `folds` and
 # `fold_seed` (stratified on the binned target or the label, grouped where the competition says so),
 # which 02_train uses with the same values. Scored in the competition's metric; where it needs a
 # decision rule (F1's threshold, kappa's cut points) each fold's rule is fitted on the other folds.

@@ -97,10 +97,11 @@ print("utils", utils.__version__, "from", Path(utils.__file__).parent)
 from IPython.display import HTML, display
 
 from utils import env, explain, plots, runs
-from utils.competition import load_competition, read_table
+from utils.competition import load_competition
 from utils.config import TrainConfig
 from utils.model import TextModel
 from utils.objective import objective_of
+from utils.tables import read_table
 from utils.train import launch
 
 comp = load_competition(competition)

@@ -71,10 +71,10 @@ from IPython.display import display
 
 from utils import eda, ensemble, env, plots
 from utils import runs as runs_table
-from utils.competition import read_table
 from utils.files import write_json
 from utils.objective import objective_of
 from utils.predict import run_competition
+from utils.tables import read_table
 
 root = env.runs_dir(runs_dir, models_dataset)
 out = env.output_dir(out_dir, root)

@@ -93,6 +93,9 @@ def build_tiny_model(folder: Path, kind: str) -> Path:
         config = BertConfig(max_position_embeddings=512, **common)
     else:
         config = RobertaConfig(max_position_embeddings=514, **common)
+    import torch
+
+    torch.manual_seed(0)  # the same random weights in every session
     AutoModel.from_config(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
@@ -205,3 +208,36 @@ def real_data() -> Path:
             raise
         pytest.skip(f"competition data not found: {e}")
     return data
+
+
+# Trained runs that several modules reuse (module scope: each module trains its own, as when each
+# module defined them). What they train: helpers.train_pair, train_other, train_lora.
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_bert):
+    """Two tiny 2-fold runs (on the same folds), a blend.json and a test.csv."""
+    from helpers import train_pair
+
+    return train_pair(tmp_path_factory.mktemp("runs"), tiny_bert)
+
+
+@pytest.fixture(scope="module")
+def trained_ell(tmp_path_factory, tiny_bert):
+    from helpers import train_other
+
+    return train_other(tmp_path_factory, tiny_bert, "feedback-prize-english-language-learning")
+
+
+@pytest.fixture(scope="module")
+def trained_tweets(tmp_path_factory, tiny_bert):
+    from helpers import train_other
+
+    return train_other(tmp_path_factory, tiny_bert, "nlp-getting-started")
+
+
+@pytest.fixture(scope="module")
+def trained_lora(tmp_path_factory, tiny_decoders):
+    from helpers import train_lora
+
+    return train_lora(tmp_path_factory.mktemp("lora"), tiny_decoders["llama"])

@@ -8,14 +8,15 @@ import shutil
 import pandas as pd
 import pytest
 from conftest import tiny_frame
-from test_competition import tiny_data
-from test_reliability import assert_one_line_error
-from test_train import cfg_for
+from helpers import assert_one_line_error, cfg_for, change_weights, pseudo_argv, tiny_data
 
 from utils import ensemble, predict, pseudo
-from utils.model import WEIGHTS, TextModel
+from utils.model import TextModel
 from utils.runs import identity, read_metrics, write_metrics
 from utils.train import run_cv
+
+# versions: trains tiny runs and applies blends to them (transformers models saved and loaded)
+pytestmark = pytest.mark.versions
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +42,6 @@ def predict_argv(d, runs, out, *extra) -> list:
             *map(str, extra)]
 
 
-def pseudo_argv(d, runs, out, *extra) -> list:
-    return ["--runs", *map(str, runs), "--texts", str(d / "texts.csv"), "--train-csv", str(d / "train.csv"),
-            "--out", str(out), "--no-progress", *map(str, extra)]
-
-
 @pytest.fixture()
 def no_model_loads(monkeypatch):
     """Loading a model raises: a refusal must come from the saved files alone."""
@@ -65,14 +61,8 @@ def assert_refused(cli, argv, out, capsys, *parts):
 def retrained_copy(src, dst, fold: int = 0):
     """A copy of run `src` in `dst` whose fold's weights differ (as if that fold were trained
     again): same folder name, same config and folds, another run."""
-    from safetensors.torch import load_file, save_file
-
     shutil.copytree(src, dst)
-    path = dst / f"fold{fold}" / WEIGHTS
-    weights = load_file(path)
-    name = next(k for k, v in weights.items() if v.is_floating_point())
-    weights[name] = weights[name] + 0.01
-    save_file(weights, path)
+    change_weights(dst, fold)
     return dst
 
 

@@ -6,6 +6,9 @@ import importlib
 
 import pytest
 
+# versions: imports every CLI, and with it transformers, accelerate and peft, for its options
+pytestmark = pytest.mark.versions
+
 CLIS = ["train", "pretrain", "predict", "ensemble", "pseudo", "competition", "kaggle", "demo", "runs", "tune"]
 
 

@@ -3,69 +3,19 @@ built-in one on tiny data of its real shape, JSON round trips, one-line errors, 
 real CSVs, and honest decision rules."""
 
 import json
-import os
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from test_reliability import assert_one_line_error
+from helpers import assert_one_line_error, real_dir, tiny_data
 
 from utils import competition as comp_cli
-from utils.competition import BUILTIN, Competition, CompetitionError, load_competition, read_table
+from utils.competition import BUILTIN, Competition, CompetitionError, load_competition
 from utils.data import DataError
+from utils.infer import infer
 from utils.metrics import METRICS, apply_rule, get_metric
-
-ESSAY = "Dear principal, I think students should have a four day school week because it helps. " * 3
-
-
-def tiny_data(slug: str, folder: Path, n: int = 12) -> Path:
-    """CSV files of the competition's real shape (names, columns, joins, value types)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    ids = [f"{i:06x}" for i in range(n)]
-    test_ids = [f"t{i}" for i in range(3)]
-    if slug == "commonlitreadabilityprize":
-        train = pd.DataFrame({"id": ids, "url_legal": "", "license": "", "excerpt": [ESSAY] * n,
-                              "target": rng.normal(-1, 1, n), "standard_error": 0.5})
-        test = pd.DataFrame({"id": test_ids, "url_legal": "", "license": "", "excerpt": ESSAY})
-        sub = pd.DataFrame({"id": test_ids, "target": 0.0})
-    elif slug == "feedback-prize-english-language-learning":
-        cols = ["cohesion", "syntax", "vocabulary", "phraseology", "grammar", "conventions"]
-        train = pd.DataFrame({"text_id": ids, "full_text": ESSAY,
-                              **{c: rng.integers(2, 11, n) / 2 for c in cols}})
-        test = pd.DataFrame({"text_id": test_ids, "full_text": ESSAY})
-        sub = pd.DataFrame({"text_id": test_ids, **{c: 3.0 for c in cols}})
-    elif slug == "nlp-getting-started":
-        train = pd.DataFrame({"id": range(n), "keyword": ["fire", None] * (n // 2), "location": None,
-                              "text": "Forest fire near La Ronge Sask. Canada", "target": [0, 1] * (n // 2)})
-        test = pd.DataFrame({"id": [100, 101, 102], "keyword": None, "location": None, "text": "Just happened"})
-        sub = pd.DataFrame({"id": [100, 101, 102], "target": 0})
-    elif slug == "commonlit-evaluate-student-summaries":
-        prompts = ["39c16e", "814d6b", "ebad26"]
-        train = pd.DataFrame({"student_id": ids, "prompt_id": [prompts[i % 3] for i in range(n)],
-                              "text": "The third wave was an experiment.", "content": rng.normal(0, 1, n),
-                              "wording": rng.normal(0, 1, n)})
-        pd.DataFrame({"prompt_id": prompts, "prompt_question": "Summarize how the experiment ended.",
-                      "prompt_title": "The Third Wave", "prompt_text": "Background..."}).to_csv(
-            folder / "prompts_train.csv", index=False)
-        pd.DataFrame({"prompt_id": ["abc123"], "prompt_question": "Summarize.", "prompt_title": "T",
-                      "prompt_text": "P"}).to_csv(folder / "prompts_test.csv", index=False)
-        train.to_csv(folder / "summaries_train.csv", index=False)
-        pd.DataFrame({"student_id": test_ids, "prompt_id": "abc123", "text": "A summary."}).to_csv(
-            folder / "summaries_test.csv", index=False)
-        pd.DataFrame({"student_id": test_ids, "content": 0.0, "wording": 0.0}).to_csv(
-            folder / "sample_submission.csv", index=False)
-        return folder
-    elif slug == "learning-agency-lab-automated-essay-scoring-2":
-        train = pd.DataFrame({"essay_id": ids, "full_text": ESSAY, "score": rng.integers(1, 7, n)})
-        test = pd.DataFrame({"essay_id": test_ids, "full_text": ESSAY})
-        sub = pd.DataFrame({"essay_id": test_ids, "score": 3})
-    train.to_csv(folder / "train.csv", index=False)
-    test.to_csv(folder / "test.csv", index=False)
-    sub.to_csv(folder / "sample_submission.csv", index=False)
-    return folder
+from utils.tables import read_table
 
 
 @pytest.mark.parametrize("slug", list(BUILTIN))
@@ -140,20 +90,6 @@ def test_missing_columns_and_joins_name_the_file(tmp_path):
 # ----------------------------------------------------------------------------- init
 
 
-# The real data of each shape, found through an environment variable each (.ci/run sets them).
-REAL = {"commonlit": "COMMONLIT_DATA", "feedback-prize-ell": "ELL_DATA", "nlp-getting-started": "TWEETS_DATA",
-        "us-patent-phrase-to-phrase-matching": "PATENT_DATA"}
-
-
-def real_dir(which: str) -> Path:
-    folder = os.environ.get(REAL[which])
-    if not folder or not Path(folder).is_dir():
-        if os.environ.get("CI"):  # in CI a missing data set is a failure, not a skip
-            raise FileNotFoundError(f"${REAL[which]} does not name a folder: {folder!r}")
-        pytest.skip(f"real data not found: set ${REAL[which]}")
-    return Path(folder)
-
-
 @pytest.mark.parametrize("which,expected", [
     ("commonlit", dict(id_col="id", text_cols=("excerpt",), target_cols=("target",), task="regression")),
     ("feedback-prize-ell", dict(id_col="text_id", text_cols=("full_text",), task="multi_regression",
@@ -165,7 +101,7 @@ def real_dir(which: str) -> Path:
 ])
 def test_init_infers_the_real_competitions(which, expected, tmp_path, capsys):
     data = real_dir(which)
-    assert comp_cli.main(["init", "--data", str(data), "--out", str(tmp_path / "c.json")]) == 0
+    assert comp_cli.main(["init", "--data", str(data), "--out", str(tmp_path / "c.json")], infer=infer) == 0
     out = capsys.readouterr().out
     c = load_competition(str(tmp_path / "c.json"))
     for k, v in expected.items():
@@ -185,23 +121,23 @@ def test_init_infers_the_real_competitions(which, expected, tmp_path, capsys):
 def test_init_without_a_sample_submission_is_one_line(tmp_path, capsys):
     data = tiny_data("commonlitreadabilityprize", tmp_path / "d")
     (data / "sample_submission.csv").unlink()
-    assert comp_cli.main(["init", "--data", str(data), "--out", str(tmp_path / "c.json")]) == 2
+    assert comp_cli.main(["init", "--data", str(data), "--out", str(tmp_path / "c.json")], infer=infer) == 2
     assert_one_line_error(capsys.readouterr().err, "no sample submission CSV found")
     assert not (tmp_path / "c.json").exists()
 
 
 def test_init_tells_ordinal_and_multiclass_from_the_values(tmp_path):
     data = tiny_data("learning-agency-lab-automated-essay-scoring-2", tmp_path / "aes")
-    c, why = comp_cli.infer(data)
+    c, why = infer(data)
     assert c.task == "ordinal" and c.metric_name == "qwk" and c.target_range == (1.0, 6.0)
     train = pd.read_csv(data / "train.csv")
     labels = np.select([train.score > 4, train.score > 2], ["high", "mid"], "low")
     train.assign(score=labels).to_csv(data / "train.csv", index=False)
-    c, why = comp_cli.infer(data)
+    c, why = infer(data)
     assert c.task == "multiclass" and any("non-numeric" in w for w in why)
     # Two string labels: binary, with the guessed [negative, positive] order said to be checked.
     train.assign(score=np.where(train.score > 3, "high", "low")).to_csv(data / "train.csv", index=False)
-    c, why = comp_cli.infer(data)
+    c, why = infer(data)
     assert c.task == "binary" and c.classes == ("high", "low") and any("check which one" in w for w in why)
 
 

@@ -9,14 +9,16 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from test_competition import tiny_data
-from test_reliability import assert_one_line_error
-from test_train import cfg_for
+from helpers import assert_one_line_error, cfg_for, tiny_data
 
 from utils import ensemble, predict
-from utils.competition import BUILTIN, load_competition, read_table
+from utils.competition import BUILTIN, load_competition
 from utils.metrics import apply_rule, get_metric
+from utils.tables import read_table
 from utils.train import run_cv
+
+# versions: trains and predicts on every competition shape (transformers, the training loop)
+pytestmark = pytest.mark.versions
 
 
 def train_on(slug, folder, tiny_bert, name="run", n=24, **kw):
@@ -183,7 +185,7 @@ def test_pseudo_labels_per_target_and_per_class_probability_train_a_student(slug
         assert np.allclose(p[["prob_0_fold0", "prob_1_fold0"]].sum(axis=1), 1, atol=1e-6)
     else:
         assert names == list(comp.target_cols)
-    from utils.competition import read_split
+    from utils.tables import read_split
 
     read = read_split(comp, texts, "test").set_index(comp.id_col).loc[p[comp.id_col]].reset_index()
     per_run = [predict.predict_folds(r, comp.input_texts(read), progress=False) for r in runs]

@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import tiny_frame
+from helpers import write_csv
 
 from utils.batching import (
     Collator,
@@ -17,15 +18,9 @@ from utils.data import DataError, make_folds, read_csv, read_folds
 from utils.model import load_tokenizer
 
 
-def write(tmp_path, df, name="train.csv"):
-    path = tmp_path / name
-    df.to_csv(path, index=False)
-    return path
-
-
 def test_reads_valid_file_and_keeps_extra_columns(tmp_path):
     df = tiny_frame(10).assign(extra=1)
-    out = read_csv(write(tmp_path, df), "excerpt")
+    out = read_csv(write_csv(df, tmp_path / "train.csv"), "excerpt")
     assert list(out.columns) == list(df.columns)
     assert out["target"].dtype == float
 
@@ -43,7 +38,7 @@ def test_reads_valid_file_and_keeps_extra_columns(tmp_path):
 )
 def test_bad_input_names_file_column_and_rows(tmp_path, mutate, match):
     with pytest.raises(DataError, match=match):
-        read_csv(write(tmp_path, mutate(tiny_frame(10))), "excerpt")
+        read_csv(write_csv(mutate(tiny_frame(10)), tmp_path / "train.csv"), "excerpt")
 
 
 def test_bom_and_crlf_are_read_correctly(tmp_path):
@@ -59,7 +54,7 @@ def test_bom_and_crlf_are_read_correctly(tmp_path):
 
 def test_test_file_with_one_row_works_and_missing_file_is_clear(tmp_path):
     df = tiny_frame(1).drop(columns=["target", "standard_error"])
-    assert len(read_csv(write(tmp_path, df, "test.csv"), "excerpt", target_cols=())) == 1
+    assert len(read_csv(write_csv(df, tmp_path / "test.csv"), "excerpt", target_cols=())) == 1
     with pytest.raises(DataError, match="nope.csv: file not found"):
         read_csv(tmp_path / "nope.csv", "excerpt")
 
@@ -92,6 +87,7 @@ def test_read_folds_checks_coverage(tmp_path):
         read_folds(tmp_path / "g.csv", df.id)
 
 
+@pytest.mark.versions
 def test_a_prepared_loader_starts_at_the_epoch_it_is_given():
     # accelerate's prepared loader counts its passes from 0 (and 1.x sets that count on the
     # sampler when a pass begins): a loader first used at epoch 2 must still give epoch 2's order.
@@ -117,6 +113,7 @@ def test_a_prepared_loader_starts_at_the_epoch_it_is_given():
     assert got == expected
 
 
+@pytest.mark.versions
 def test_dataset_truncates_counts_and_collates_to_multiple_of_8(tiny_bert):
     tok = load_tokenizer(tiny_bert)
     texts = ["the cat sat", "the cat sat on a mat while a dog ran home " * 3]
@@ -130,6 +127,7 @@ def test_dataset_truncates_counts_and_collates_to_multiple_of_8(tiny_bert):
     assert batch["target"].dtype == torch.float32 and batch["index"].tolist() == [0, 1]
 
 
+@pytest.mark.versions
 @pytest.mark.parametrize("kind", ["bert", "roberta"])
 def test_long_texts_are_fitted_head_or_head_and_tail_without_a_length_warning(kind, tiny_bert, tiny_roberta, capfd, caplog):
     from utils.batching import encode
@@ -154,8 +152,9 @@ def test_long_texts_are_fitted_head_or_head_and_tail_without_a_length_warning(ki
         encode(texts, tok, 16, "tail")
 
 
+@pytest.mark.versions
 def test_max_len_above_the_backbone_is_one_clear_line(tiny_bert, tiny_csv, tmp_path, capsys):
-    from test_reliability import assert_one_line_error
+    from helpers import assert_one_line_error
 
     from utils.model import max_positions
     from utils.train import main
@@ -196,6 +195,7 @@ def test_batch_orders():
     assert deal_evenly([[1]], 3) == [[1], [1], [1]] and deal_evenly([[1], [2]], 1) == [[1], [2]]
 
 
+@pytest.mark.versions
 @pytest.mark.parametrize("kind", ["bert", "roberta"])
 def test_sliding_windows_cover_every_token_of_a_long_text(kind, tiny_bert, tiny_roberta):
     from utils.batching import TextDataset, encode_windows

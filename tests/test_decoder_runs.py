@@ -8,9 +8,19 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import tiny_frame
-from test_honesty import assert_same_fold_k, perturb, relabel
-from test_reliability import assert_one_line_error, cli, kill_in_fold_1, train_argv
-from test_train import cfg_for
+from helpers import (
+    K,
+    assert_one_line_error,
+    assert_same_fold_k,
+    cfg_for,
+    cli,
+    kill_in_fold_1,
+    lora_for,
+    perturb,
+    pseudo_labels,
+    relabel,
+    train_argv,
+)
 
 from utils import ensemble, pseudo
 from utils import predict as predict_cli
@@ -19,14 +29,10 @@ from utils.data import make_folds
 from utils.predict import predict_folds, predict_run
 from utils.train import run_cv
 
-K = 0  # the fold whose validation labels are changed
-LORA = dict(pooling="last", lora_r=4, lr=5e-3, head_lr=5e-3)  # as tests/test_decoders.py trains one
-LORA_FLAGS = ("--pooling", "last", "--lora-r", 4, "--lr", 5e-3, "--head-lr", 5e-3)
+# versions: LoRA decoders (peft) through training, resuming, blending and pseudo-labels
+pytestmark = pytest.mark.versions
 
-
-def lora_for(csv, out, model, **kw):
-    """test_train.cfg_for's tiny run, with LoRA adapters of rank 4 on a decoder."""
-    return cfg_for(csv, out, model, **{**LORA, **kw})
+LORA_FLAGS = ("--pooling", "last", "--lora-r", 4, "--lr", 5e-3, "--head-lr", 5e-3)  # helpers.LORA, as flags
 
 
 def oof_by_id(run) -> pd.DataFrame:
@@ -101,10 +107,7 @@ def twins(tmp_path_factory, tiny_decoders, tiny_bert):
 
 def labels_from(v, texts, *extra) -> pd.DataFrame:
     """utils.pseudo's CLI on the variant's LoRA and encoder teachers."""
-    argv = ["--runs", str(v / "lora"), str(v / "bert"), "--texts", str(texts), "--train-csv",
-            str(v / "train.csv"), "--out", str(v / "pseudo.csv"), "--no-progress", *map(str, extra)]
-    assert pseudo.main(argv) == 0
-    return pd.read_csv(v / "pseudo.csv", dtype={"id": str}).set_index("id")
+    return pseudo_labels(v, ("lora", "bert"), texts, *extra)
 
 
 def test_a_lora_folds_outputs_and_pseudo_labels_ignore_its_own_labels(twins):

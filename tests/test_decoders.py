@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import DECODERS, tiny_frame
-from test_train import assert_fold_reproduces_its_oof
+from helpers import assert_fold_reproduces_its_oof, lora_for
 
 from utils import backbone as bb
 from utils.batching import Collator, TextDataset
@@ -17,15 +17,12 @@ from utils.model import WEIGHTS, ModelSpec, TextModel, load_tokenizer
 from utils.predict import predict_folds, predict_model, predict_run
 from utils.train import run_cv
 
+# versions: decoder families' configs, tokenizers and LoRA adapters (transformers, peft)
+pytestmark = pytest.mark.versions
+
 FAMILIES = tuple(DECODERS)
 TEXTS = ["the cat sat on a mat", "a dog ran home", "we like to play in the sun while birds sing and trees grow",
          "entropy"]
-
-
-def lora_cfg(csv, out, model, **kw):
-    base = dict(train_csv=str(csv), out=str(out), model=model, folds=2, epochs=2, batch_size=8, eval_every=2,
-                lr=5e-3, head_lr=5e-3, pooling="last", lora_r=4, progress=False)
-    return TrainConfig(**{**base, **kw})
 
 
 def padded(tok, texts, side):
@@ -84,7 +81,7 @@ def test_lora_training_lowers_the_loss_saves_adapters_only_and_reloads_to_the_sa
     csv = tmp_path / "train.csv"
     tiny_frame(160).to_csv(csv, index=False)
     out = tmp_path / "run"
-    metrics = run_cv(lora_cfg(csv, out, tiny_decoders[family], only_folds=(0,), epochs=6, eval_every=4,
+    metrics = run_cv(lora_for(csv, out, tiny_decoders[family], only_folds=(0,), epochs=6, eval_every=4,
                               head_bias_mean=True))
     hist = json.loads((out / "fold0" / "history.json").read_text())["history"]
     losses = [h["train_loss"] for h in hist]
@@ -150,11 +147,16 @@ def test_four_bit_is_refused_in_one_line_without_cuda(tiny_decoders):
 
 def test_gemma2_runs_in_fp16_only_when_asked_and_is_warned():
     gemma2, llama = bb.FAMILIES["gemma2"], bb.FAMILIES["llama"]
-    assert bb.train_precision("fp16", gemma2, cuda=True) == "fp16"
-    assert bb.precision_note("fp16", gemma2, cuda=True).startswith("warning: gemma2 in fp16 as asked")
-    assert bb.precision_note("fp16", llama, cuda=True) == ""
-    assert bb.train_precision("auto", gemma2, cuda=False) == "fp32"
-    assert bb.train_precision("auto", llama, cuda=False) == "fp32"
+    import unittest.mock as mock
+
+    with mock.patch.object(torch.cuda, "is_available", lambda: True), \
+            mock.patch.object(torch.cuda, "get_device_capability", lambda device=None: (7, 5)):
+        assert bb.precision_for("fp16", gemma2, "cuda").name == "fp16"
+        assert bb.precision_for("fp16", gemma2, "cuda").note.startswith("warning: gemma2 in fp16 as asked")
+        assert bb.precision_for("fp16", llama, "cuda").note == ""
+        assert bb.precision_for("auto", gemma2, "cuda").name == "fp32"  # a T4
+    assert bb.precision_for("auto", gemma2, "cpu").name == "fp32"
+    assert bb.precision_for("auto", llama, "cpu").name == "fp32"
     assert gemma2.attention == "eager"
 
 
@@ -298,12 +300,12 @@ def test_a_run_says_why_gemma2_trains_in_fp32_on_a_t4(tiny_decoders, monkeypatch
     cfg = TrainConfig(train_csv="t", out="o", model=tiny_decoders["gemma2"], pooling="last")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
-    assert check_backbone(cfg).startswith("gemma2 runs in fp32, not fp16: Gemma 2's activations exceed")
+    assert check_backbone(cfg).note.startswith("gemma2 runs in fp32, not fp16: Gemma 2's activations exceed")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
-    assert check_backbone(cfg) == ""  # bf16, as for any backbone there
+    assert check_backbone(cfg).note == ""  # bf16, as for any backbone there
     llama = TrainConfig(train_csv="t", out="o", model=tiny_decoders["llama"], pooling="last")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
-    assert check_backbone(llama) == ""
+    assert check_backbone(llama).note == ""
 
 
 def saved_activation_bytes(model, ids, mask) -> int:

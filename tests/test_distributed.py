@@ -19,10 +19,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_train import cfg_for
+from helpers import cfg_for
 
 from utils.batching import EpochBatches
 from utils.train import run_cv
+
+# versions: 2-process data-parallel training through accelerate
+pytestmark = pytest.mark.versions
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = 1e-4  # measured max |pred difference| 2.4e-7: summation order of the gradient all-reduce
@@ -103,7 +106,9 @@ def test_accelerator_accepts_the_kits_batch_samplers(tiny_csv_module, tiny_bert)
 
     from utils.train import make_accelerator
 
-    acc = make_accelerator(cfg_for(tiny_csv_module, "unused", tiny_bert))
+    from utils.backbone import precision_for
+
+    acc = make_accelerator(cfg_for(tiny_csv_module, "unused", tiny_bert), precision_for("auto"))
     assert acc.even_batches is False
     sampler = EpochBatches(np.arange(10, 30), 8, seed=1, group_by_length=True, processes=2)
     for rank in (0, 1):

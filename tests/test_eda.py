@@ -9,23 +9,23 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, tiny_frame
+from conftest import tiny_frame
+from helpers import cfg_for, effectiveness, init, papermill, real_dir, tiny_data
 from matplotlib.text import Text
-from test_competition import real_dir
 
 from utils import eda, plots, runs
-from utils.competition import Competition, infer, load_competition, read_table
-from utils.data import competition_folds, make_folds
+from utils.competition import Competition, load_competition
+from utils.data import make_folds
 from utils.ensemble import blend_report
+from utils.infer import infer
 from utils.metrics import get_metric
+from utils.tables import competition_folds, read_table
 
 COMMONLIT = load_competition("")  # tiny_frame's columns
 MEAN, TFIDF = "predict the mean", "TF-IDF 1-2 grams + ridge"
@@ -175,11 +175,10 @@ def test_baseline_oof_runs_join_a_blend(tmp_path):
     assert report["score_blend_in_sample"] <= min(report["scores"].values()) + 1e-9
 
 
+@pytest.mark.versions
 def test_a_baseline_blends_with_a_trained_run_on_its_folds(tmp_path, tiny_csv, tiny_bert):
     """A baseline folder is read as its recorded competition says (not guessed from its
     columns) and joins a blend with a transformer run trained on the same folds."""
-    from test_train import cfg_for
-
     from utils.train import run_cv
 
     run = tmp_path / "runs" / "attn"
@@ -190,7 +189,7 @@ def test_a_baseline_blends_with_a_trained_run_on_its_folds(tmp_path, tiny_csv, t
     eda.write_oof_run(tmp_path / "runs" / "tfidf-ridge", COMMONLIT, df, folds, oof)
     read = runs.read_oof(tmp_path / "runs" / "tfidf-ridge")
     assert (read.truth, read.preds, read.metric) == (("target",), ("pred",), "rmse")
-    assert runs.competition(tmp_path / "runs" / "tfidf-ridge") == runs.competition(run)
+    assert runs.run_competition(tmp_path / "runs" / "tfidf-ridge") == runs.run_competition(run)
     report = blend_report([run, tmp_path / "runs" / "tfidf-ridge"])
     assert report["runs"] == ["attn", "tfidf-ridge"] and report["n_rows"] == 60
     assert report["scores"]["tfidf-ridge"] == pytest.approx(score)
@@ -202,10 +201,8 @@ def test_a_baseline_blends_with_a_trained_run_on_its_folds(tmp_path, tiny_csv, t
 def test_baselines_of_other_shapes_are_runs_their_competition_reads(slug, tmp_path):
     """Several targets or class probabilities: the baseline folder records its competition, so
     utils.runs reads its columns and a blend of two baselines scores as baseline_cv did."""
-    from test_competition import tiny_data
-
-    from utils.competition import read_table
     from utils.objective import objective_of
+    from utils.tables import read_table
 
     comp = load_competition(slug)
     df = read_table(comp, tiny_data(slug, tmp_path / "data", 40))
@@ -214,7 +211,7 @@ def test_baselines_of_other_shapes_are_runs_their_competition_reads(slug, tmp_pa
     for name, (score, oof) in found.items():
         assert eda.write_oof_run(tmp_path / name, comp, df, folds, oof)["cv"] == pytest.approx(score)
         read = runs.read_oof(tmp_path / name)
-        assert read.metric == comp.metric_name and runs.competition(tmp_path / name) == comp
+        assert read.metric == comp.metric_name and runs.run_competition(tmp_path / name) == comp
         assert read.arrays()[1] == pytest.approx(oof)  # (N, outputs) as baseline_cv made them
     report = blend_report([tmp_path / name for name in found])
     assert report["scores"] == pytest.approx({name: score for name, (score, _) in found.items()})
@@ -426,8 +423,6 @@ def test_the_readability_figures_name_the_target_not_its_meaning():
 def test_class_counts_and_baselines_in_the_descriptions_class_order(tmp_path):
     """A description's classes (here the sample submission's: Ineffective, Adequate, Effective) order
     the class counts and the baselines' probability columns, as training orders them."""
-    from test_shapes import effectiveness, init
-
     comp = load_competition(init(effectiveness(tmp_path / "fpe", 30)))
     assert comp.classes == ("Ineffective", "Adequate", "Effective")
     df = read_table(comp, tmp_path / "fpe")
@@ -497,30 +492,12 @@ def test_texts_to_read_as_each_shape_ranks_them(which, title, left):
         assert "No label #1" in text and "no label" in text
 
 
-def _python3_kernel() -> None:
-    """Make sure the `python3` kernel runs this interpreter (install it into sys.prefix if not)."""
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
-    try:
-        argv0 = KernelSpecManager().get_kernel_spec("python3").argv[0]
-    except NoSuchKernel:
-        argv0 = None
-    # jupyter_client swaps a bare "python" for sys.executable
-    if argv0 in ("python", "python3") or (argv0 and Path(argv0) == Path(sys.executable)):
-        return
-    cmd = [sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3"]
-    subprocess.run(cmd, check=True, capture_output=True)
-
-
-def _papermill(tmp_path: Path, params: dict):
+def eda_notebook(tmp_path: Path, params: dict):
     """notebooks/01_eda.ipynb executed by papermill into tmp_path; (notebook, what a reader reads:
     the markdown cells and every output's text)."""
-    papermill = pytest.importorskip("papermill")
-    _python3_kernel()
-    nb = papermill.execute_notebook(
-        str(ROOT / "notebooks" / "01_eda.ipynb"), str(tmp_path / "01_eda.out.ipynb"), parameters=params,
-        cwd=str(ROOT / "notebooks"), kernel_name="python3", language="python", progress_bar=False,
-    )
+    import nbformat
+
+    nb = nbformat.read(papermill("01_eda", tmp_path, params), as_version=4)
     text = "\n".join([c.source for c in nb.cells if c.cell_type == "markdown"]
                      + [o.get("text", "") for c in nb.cells for o in c.get("outputs", [])])
     return nb, text
@@ -528,7 +505,7 @@ def _papermill(tmp_path: Path, params: dict):
 
 def test_eda_notebook_runs_end_to_end_on_commonlit(tmp_path):
     data, out = real_dir("commonlit"), tmp_path / "eda"
-    nb, text = _papermill(tmp_path, dict(data_dir=str(data), out_dir=str(out), max_rows=400))
+    nb, text = eda_notebook(tmp_path, dict(data_dir=str(data), out_dir=str(out), max_rows=400))
     for name in FIGURES:
         assert (out / name).stat().st_size > 5000, name
     baselines = json.loads((out / "baselines.json").read_text())
@@ -555,7 +532,7 @@ def test_eda_notebook_on_us_patent_reads_as_a_phrase_task(tmp_path):
     named by its score; not a word of CommonLit's."""
     data, out = real_dir(PATENT), tmp_path / "eda"
     comp = patent(data)
-    nb, text = _papermill(tmp_path, dict(competition=comp.as_parameter(), data_dir=str(data), out_dir=str(out),
+    nb, text = eda_notebook(tmp_path, dict(competition=comp.as_parameter(), data_dir=str(data), out_dir=str(out),
                                          max_rows=3000))
     made = sorted(p.name for p in out.glob("*.png"))
     assert made == sorted(["target_distribution.png", "text_lengths.png", "column_lengths.png", "group_sizes.png",
@@ -579,8 +556,6 @@ def test_eda_notebook_adapts_to_the_task(slug, figures, metric, tmp_path):
     """Several targets: each one's distribution and their correlations; classes: the counts, and
     the words of each text column; several labels: prevalence and co-occurrence; no readability
     formulas nor standard error; baselines in the competition's metric."""
-    from test_competition import tiny_data
-
     if slug == "multilabel":
         data, competition = tmp_path / "data", MULTILABEL.as_parameter()
         data.mkdir()
@@ -588,7 +563,7 @@ def test_eda_notebook_adapts_to_the_task(slug, figures, metric, tmp_path):
     else:
         data, competition = tiny_data(slug, tmp_path / "data", 40), slug
     out = tmp_path / "eda"
-    _, text = _papermill(tmp_path, dict(competition=competition, data_dir=str(data), out_dir=str(out), folds=2))
+    _, text = eda_notebook(tmp_path, dict(competition=competition, data_dir=str(data), out_dir=str(out), folds=2))
     made = sorted(p.name for p in out.glob("*.png"))
     assert made == sorted(["target_distribution.png", "text_lengths.png", "extremes.png", "baselines.png", *figures])
     baselines = json.loads((out / "baselines.json").read_text())

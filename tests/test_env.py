@@ -75,6 +75,7 @@ def test_the_default_competition_is_the_kits_default():
     assert env.COMPETITION == DEFAULT
 
 
+@pytest.mark.versions
 def test_versions_name_the_kit_its_libraries_and_python():
     import sys
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 from utils import plots
@@ -44,6 +45,7 @@ print(json.dumps({"modules": names, "backend": matplotlib.get_backend(),
 """
 
 
+@pytest.mark.versions
 def test_importing_kit_modules_and_drawing_leave_backend_and_rcparams_alone():
     # No MPLBACKEND or display: the conditions under which a module might pick a backend itself.
     env = {
@@ -80,6 +82,7 @@ def test_every_figure_function_draws_under_the_style():
     assert unstyled == [], f"figure functions without @styled: {unstyled}"
 
 
+@pytest.mark.versions
 def test_run_figures_read_the_run_through_its_home(tiny_csv, tiny_bert, tmp_path):
     """fold_table, learning_curves and oof_scatter read a run's metrics, history and OOF through
     utils.runs: its competition names the columns and the metric; a run saved before metrics.json
@@ -87,11 +90,11 @@ def test_run_figures_read_the_run_through_its_home(tiny_csv, tiny_bert, tmp_path
     import matplotlib.pyplot as plt
     import pandas as pd
     import pytest
-    from test_competition import tiny_data
-    from test_train import cfg_for
+    from helpers import cfg_for, tiny_data
 
     from utils import eda, runs
-    from utils.competition import load_competition, read_table
+    from utils.competition import load_competition
+    from utils.tables import read_table
     from utils.train import run_cv
 
     run = tmp_path / "a"

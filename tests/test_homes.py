@@ -52,7 +52,7 @@ def counts(root: Path = ROOT) -> dict:
 
 def test_task_names_live_in_the_description_and_the_objective():
     where = {m for m, (tasks, _) in counts()["modules"].items() if tasks}
-    assert where <= {"competition", "objective"}, where
+    assert where <= {"competition", "infer", "objective"}, where  # infer: init's guess of a task
 
 
 def test_run_file_names_live_in_the_run_home():

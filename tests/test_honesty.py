@@ -12,41 +12,29 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import tiny_frame
-from test_reliability import assert_one_line_error
-from test_train import cfg_for
+from helpers import (
+    K,
+    assert_one_line_error,
+    assert_same_fold_k,
+    cfg_for,
+    perturb,
+    pseudo_labels,
+    relabel,
+)
 
 from utils import ensemble, predict, pseudo
 from utils.bundle import read_blend
+from utils.competition import from_settings
 from utils.data import make_folds
 from utils.train import RunError, run_cv
 from utils.train import main as train_main
 
-K = 0  # the fold whose validation labels are changed
-
-
-def perturb(frame: pd.DataFrame, folds: np.ndarray, k: int, seed: int = 0) -> pd.DataFrame:
-    """`frame` with the targets of fold k's rows replaced by noise (nothing else changed)."""
-    out = frame.copy()
-    rows = folds == k
-    out.loc[rows, "target"] = np.random.default_rng(seed).normal(0, 2, int(rows.sum()))
-    return out
-
-
-def relabel(run, dst, k: int):
-    """A copy of `run` whose oof.csv has other labels on fold k's rows (models unchanged)."""
-    shutil.copytree(run, dst)
-    oof = pd.read_csv(dst / "oof.csv", dtype={"id": str})
-    rows = oof.fold == k
-    oof.loc[rows, "target"] = np.linspace(-3, 3, int(rows.sum()))
-    oof.to_csv(dst / "oof.csv", index=False)
-    return dst
+# versions: trains teacher runs, blends them and pseudo-labels with them
+pytestmark = pytest.mark.versions
 
 
 def make_pseudo(v, texts, *extra) -> pd.DataFrame:
-    argv = ["--runs", str(v / "attn"), str(v / "mean"), "--texts", str(texts), "--train-csv",
-            str(v / "train.csv"), "--out", str(v / "pseudo.csv"), "--no-progress", *map(str, extra)]
-    assert pseudo.main(argv) == 0
-    return pd.read_csv(v / "pseudo.csv", dtype={"id": str}).set_index("id")
+    return pseudo_labels(v, ("attn", "mean"), texts, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -85,19 +73,6 @@ def twins(tmp_path_factory, tiny_bert):
 def max_std(d) -> str:
     """The --max-std every variant uses (the median of the unchanged fold-K spreads)."""
     return (d / "max_std.txt").read_text()
-
-
-def assert_same_fold_k(a: pd.DataFrame, b: pd.DataFrame, n: int):
-    col = f"target_fold{K}"
-    kept_a, kept_b = a[col].dropna(), b[col].dropna()
-    assert sorted(kept_a.index) == sorted(kept_b.index)  # the same rows kept for fold K
-    assert 0 < len(kept_a) < n  # the filter did choose
-    assert np.allclose(kept_a, kept_b.loc[kept_a.index], atol=1e-5)
-    # fold K's spread of every text both files hold (a text no fold keeps leaves the file, and the
-    # other folds' models did see fold K's labels: which texts those are may differ)
-    common = a.index.intersection(b.index)
-    assert set(kept_a.index) <= set(common)
-    assert np.allclose(a.loc[common, f"target_std_fold{K}"], b.loc[common, f"target_std_fold{K}"], atol=1e-5)
 
 
 def test_fold_ks_pseudo_labels_and_rows_ignore_its_labels_in_the_training_data(twins):
@@ -238,8 +213,8 @@ def test_classification_runs_blend_probabilities_not_their_labels(tmp_path, tiny
     df["level"] = np.where(df.target < df.target.median(), "hard", "easy")
     df.to_csv(tmp_path / "t.csv", index=False)
     for name in ("a", "b"):
-        run_cv(cfg_for(tmp_path / "t.csv", tmp_path / name, tiny_bert, task="classification",
-                       target_cols=("level",), max_steps=1, seed=len(name)))
+        run_cv(cfg_for(tmp_path / "t.csv", tmp_path / name, tiny_bert, max_steps=1, seed=len(name)),
+               from_settings({"task": "classification", "target_cols": ["level"]}))
     argv = ["--runs", str(tmp_path / "a"), str(tmp_path / "b"), "--target", "level", "--out", str(tmp_path / "b.json")]
     assert ensemble.main(argv) == 0
     report = json.loads((tmp_path / "b.json").read_text())
@@ -346,10 +321,12 @@ def test_a_resume_whose_inputs_changed_at_the_same_paths_is_refused(tiny_bert, t
 
 
 def test_a_hub_name_is_its_own_identity(tmp_path):
+    from utils.competition import from_settings
     from utils.config import TrainConfig, identity
 
     cfg = TrainConfig(train_csv=str(tmp_path / "t.csv"), out=str(tmp_path / "o"), model="roberta-base")
-    assert identity(cfg)["model_sha256"] is None and identity(cfg)["model"] == "roberta-base"
+    ident = identity(cfg, from_settings({}))
+    assert ident["model_sha256"] is None and ident["model"] == "roberta-base"
 
 
 def test_pretraining_records_the_precision_it_resolved():

@@ -8,7 +8,7 @@ import sys
 import pandas as pd
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.versions]
 
 
 def test_train_then_predict_cli_on_real_data(real_data, minilm_path, tmp_path):

@@ -12,8 +12,9 @@ import pytest
 
 from utils import env
 from utils.bundle import BundleError, join_datasets
-from utils.competition import Competition, read_split
+from utils.competition import Competition
 from utils.data import DataError
+from utils.tables import read_split
 
 TITLES = "xhlulu/cpc-codes/titles.csv"
 PATENT = Competition(

@@ -8,7 +8,6 @@ no pip and no project on any path: `utils` can only come from the attached code 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -20,179 +19,32 @@ import nbformat
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, tiny_frame
+from helpers import (
+    BASE_HANDLE,
+    OWNER,
+    base_weights_in,
+    cfg_for,
+    fake_notebook,
+    fake_notebooks,
+    input_tree,
+    kernel_env,
+    patent_data,
+    run_offline,
+    submission_notebook,
+)
 from safetensors.torch import load_file
-from test_train import cfg_for
 
 from utils import bundle, kaggle
 from utils.bundle import BundleError, BundleSpec, build, inject_parameters
-from utils.ensemble import save_blend
 from utils.kaggle import main
 from utils.predict import predict
 from utils.runs import identity
 from utils.train import run_cv
 
-OWNER = "kituser"
-SUB_PARAMS = ("kit_dataset", "models_dataset", "runs", "blend_json", "data_dir", "out_dir")
-PARAMS = {  # what each notebook's parameters cell declares in these tests
-    "01_eda": ("kit_dataset", "data_dir"),
-    "02_train": ("kit_dataset", "model_name", "num_processes", "data_dir"),
-    "03_ensemble": ("kit_dataset", "runs", "runs_dir"),
-    "04_submission": (*SUB_PARAMS, "batch_size"),
-    "05_pseudo": ("kit_dataset", "models_dataset", "teachers", "blend_json", "runs_dir"),
-}
-DEFAULTS = {"runs": ["x"], "teachers": ["x"], "batch_size": 64, "model_name": "roberta-base", "num_processes": 1}
-
-# The setup cell of the kit's notebooks: the kit from the attached dataset, first on sys.path.
-SETUP = """\
-import os
-import sys
-from pathlib import Path
-
-kaggle_input = Path(os.environ.get("KAGGLE_INPUT_ROOT", "/kaggle/input"))
-kit_dirs = [
-    d
-    for d in [kaggle_input / kit_dataset, *kaggle_input.glob(f"datasets/*/{kit_dataset}")]
-    if (d / "utils" / "__init__.py").is_file()
-]
-if kit_dirs:
-    sys.path.insert(0, str(kit_dirs[0]))
-import utils
-
-if kit_dirs:
-    assert Path(utils.__file__).resolve().is_relative_to(kit_dirs[0].resolve()), utils.__file__
-print("utils", utils.__version__, "from", Path(utils.__file__).parent)"""
-
-PREDICT = """\
-import pandas as pd
-
-from utils import env
-from utils.ensemble import blend_weights
-from utils.predict import predict, write_submission
-
-root = env.dataset_dir(models_dataset)
-paths = [root / r for r in runs]
-test = pd.read_csv(env.competition_dir(data_dir or None) / "test.csv", dtype={"id": str})
-weights = blend_weights(root / blend_json, paths)[0] if blend_json else None
-preds = predict(paths, test["excerpt"].tolist(), weights, progress=False)
-out = Path(out_dir) if out_dir else env.working_dir()
-write_submission(out / "submission.csv", test, preds)"""
-
-
-def fake_notebook(path: Path, names, body=("print('body')",)) -> Path:
-    """A notebook whose first cell (tagged 'parameters') declares `names`."""
-    lines = [f"{n} = {DEFAULTS.get(n, 'default')!r}" for n in names]
-    params = nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["parameters"]})
-    cells = [nbformat.v4.new_markdown_cell("# title"), params]
-    cells += [nbformat.v4.new_code_cell(src) for src in body]
-    nb = nbformat.v4.new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
-    return path
-
-
-def fake_notebooks(folder: Path) -> list:
-    return [fake_notebook(folder / f"{stem}.ipynb", names) for stem, names in PARAMS.items()]
-
-
-def submission_notebook(tmp: Path) -> Path:
-    """The submission notebook to prove: the lead's notebooks/04_submission.ipynb when it exists,
-    else its jupytext pair 04_submission.py converted, else a stand-in with the same parameters,
-    setup cell and calls into utils.predict."""
-    real = ROOT / "notebooks" / "04_submission.ipynb"
-    if real.is_file():
-        return real
-    pair = ROOT / "notebooks" / "04_submission.py"
-    if pair.is_file():
-        import jupytext
-
-        jupytext.write(jupytext.read(pair), tmp / "04_submission.ipynb")
-        return tmp / "04_submission.ipynb"
-    return fake_notebook(tmp / "04_submission.ipynb", SUB_PARAMS, (SETUP, PREDICT))
-
+# versions: bundles trained runs (fp16 weights, LoRA adapters and their base) and runs the kernel
+pytestmark = pytest.mark.versions
 
 # ----------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, tiny_bert):
-    """Two tiny 2-fold runs (on the same folds), a blend.json and a test.csv."""
-    tmp = tmp_path_factory.mktemp("runs")
-    tiny_frame(60).to_csv(tmp / "train.csv", index=False)
-    runs = [tmp / "bert-attn", tmp / "bert-mean"]
-    # The kit's default encoder lr: cfg_for's 1e-3 distorts the tiny encoder so much in two steps
-    # that fp16 weights move its predictions by ~1.5e-3 (the check rightly refuses that).
-    kw = dict(max_steps=2, lr=2e-5)
-    run_cv(cfg_for(tmp / "train.csv", runs[0], tiny_bert, **kw))
-    run_cv(cfg_for(tmp / "train.csv", runs[1], tiny_bert, pooling="mean", **kw))
-    save_blend(tmp / "blend.json", {"runs": [r.name for r in runs], "weights": [0.7, 0.3]})
-    test = tiny_frame(9, seed=7).drop(columns=["target", "standard_error"])
-    test["id"] = [f"t{i:03d}" for i in range(len(test))]
-    test.to_csv(tmp / "test.csv", index=False)
-    test[["id"]].assign(target=0.0).to_csv(tmp / "sample_submission.csv", index=False)
-    return {"runs": runs, "blend": tmp / "blend.json", "test": tmp / "test.csv", "sample": tmp / "sample_submission.csv"}
-
-
-def train_other(tmp_path_factory, tiny_bert, slug: str) -> dict:
-    """Two tiny 2-fold runs of another built-in competition on data of its real shape (the sample
-    submission in another row order than the test file), their blend.json and the data folder."""
-    from test_competition import tiny_data
-
-    from utils.competition import load_competition
-    from utils.ensemble import blend_report
-
-    tmp = tmp_path_factory.mktemp(slug)
-    data = tiny_data(slug, tmp / "data", 24)
-    comp = load_competition(slug)
-    sample = pd.read_csv(data / comp.sample_submission)
-    sample.iloc[::-1].to_csv(data / comp.sample_submission, index=False)
-    runs = [tmp / "bert-attn", tmp / "bert-mean"]
-    kw = dict(max_steps=2, lr=2e-5, competition=slug, max_len=32)
-    run_cv(cfg_for(data / comp.train_file, runs[0], tiny_bert, **kw))
-    run_cv(cfg_for(data / comp.train_file, runs[1], tiny_bert, pooling="mean", **kw))
-    save_blend(tmp / "blend.json", blend_report(runs))
-    return {"runs": runs, "blend": tmp / "blend.json", "test": data / comp.test_file, "data": data,
-            "comp": comp}
-
-
-@pytest.fixture(scope="module")
-def trained_ell(tmp_path_factory, tiny_bert):
-    return train_other(tmp_path_factory, tiny_bert, "feedback-prize-english-language-learning")
-
-
-@pytest.fixture(scope="module")
-def trained_tweets(tmp_path_factory, tiny_bert):
-    return train_other(tmp_path_factory, tiny_bert, "nlp-getting-started")
-
-
-def patent_data(folder: Path) -> Path:
-    """US Patent's shape, its CPC titles joined from another Kaggle dataset (test_joins and
-    train_joins name xhlulu/cpc-codes/titles.csv): train, test, sample submission and titles.csv
-    in `folder` (where a user who downloaded it puts it), and competition.json."""
-    from utils.competition import Competition
-
-    folder.mkdir(parents=True)
-    n = 40
-    train = pd.DataFrame({"id": [f"{i:016x}" for i in range(n)], "anchor": [f"abatement {i // 4}" for i in range(n)],
-                          "target": [f"noise reduction {i}" for i in range(n)], "context": ["A47", "F16"] * (n // 2),
-                          "score": [0, 0.25, 0.5, 0.75, 1.0] * (n // 5)})
-    train.to_csv(folder / "train.csv", index=False)
-    test = train.drop(columns="score").tail(6).assign(id=[f"t{i}" for i in range(6)])
-    test.to_csv(folder / "test.csv", index=False)
-    test[["id"]].assign(score=0.0).iloc[::-1].to_csv(folder / "sample_submission.csv", index=False)
-    # The CPC table names its key `code` (the competition's files call it `context`).
-    pd.DataFrame({"code": ["A47", "F16"], "title": ["furniture; domestic articles", "engineering elements"]}).to_csv(
-        folder / "titles.csv", index=False)
-    joins = (("xhlulu/cpc-codes/titles.csv", "context", "code"),)
-    Competition(slug="us-patent-phrase-to-phrase-matching", text_cols=("anchor", "target", "title"),
-                target_cols=("score",), metric="pearson", target_range=(0.0, 1.0), train_joins=joins,
-                test_joins=joins).save(folder / "competition.json")
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -204,40 +56,6 @@ def trained_joins(tmp_path_factory, tiny_bert):
     run_cv(cfg_for(data / "train.csv", run, tiny_bert, competition=str(data / "competition.json"), max_steps=2,
                    lr=2e-5, max_len=32))
     return {"runs": [run], "data": data}
-
-
-BASE_HANDLE = f"{OWNER}/tiny-llama/transformers/default/1"  # a Kaggle Model holding a LoRA run's base
-
-
-def train_lora(tmp: Path, base: str) -> dict:
-    """A tiny 2-fold LoRA run (2 steps a fold) on the random decoder in `base`, its test.csv and
-    sample submission."""
-    tmp.mkdir(parents=True, exist_ok=True)
-    tiny_frame(40).to_csv(tmp / "train.csv", index=False)
-    run = tmp / "llama-lora"
-    run_cv(cfg_for(tmp / "train.csv", run, base, pooling="last", lora_r=4, max_steps=2, lr=5e-3,
-                   head_lr=5e-3))
-    test = tiny_frame(9, seed=7).drop(columns=["target", "standard_error"])
-    test["id"] = [f"t{i:03d}" for i in range(len(test))]
-    test.to_csv(tmp / "test.csv", index=False)
-    test[["id"]].assign(target=0.0).to_csv(tmp / "sample_submission.csv", index=False)
-    return {"runs": [run], "base": Path(base), "test": tmp / "test.csv", "sample": tmp / "sample_submission.csv"}
-
-
-@pytest.fixture(scope="module")
-def trained_lora(tmp_path_factory, tiny_decoders):
-    return train_lora(tmp_path_factory.mktemp("lora"), tiny_decoders["llama"])
-
-
-def base_weights_in(folder: Path, base: Path) -> list:
-    """Files under `folder` that are the base model's weights: a weight file of its names, or of
-    the same content as one of the base's."""
-    from utils.backbone import base_files
-    from utils.files import file_sha256
-
-    shas = {sha for name, sha in base_files(base).items() if name != "config.json"}
-    return [p for p in folder.rglob("*") if p.is_file() and (
-        p.name == "model.safetensors" or p.suffix == ".bin" or file_sha256(p) in shas)]
 
 
 @pytest.fixture(scope="module")
@@ -816,77 +634,6 @@ def test_push_stops_when_kaggle_refuses(trained, tmp_path, capsys):
 # ----------------------------------------------------------------------------- the proof
 
 
-def _kernel_env(tmp: Path) -> tuple[Path, dict, list]:
-    """An interpreter that sees the third-party packages of this one but neither the kit (installed
-    editable here) nor pip, a Jupyter kernelspec for it, and a clean environment for the kernel."""
-    import site
-
-    venv = tmp / "kenv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    py = venv / "bin" / "python"
-    target = Path(
-        subprocess.check_output(
-            [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
-        ).strip()
-    )
-    hidden = ("pip", "utils", "commonlit_kit", "__editable__", "_distutils_hack", "sitecustomize")
-    for sp in site.getsitepackages():
-        for entry in Path(sp).iterdir():
-            if (
-                entry.name.startswith(hidden)
-                or entry.suffix == ".pth"
-                or (target / entry.name).exists()
-            ):
-                continue
-            (target / entry.name).symlink_to(entry)
-    spec = tmp / "jupyter" / "kernels" / "kit-offline"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [str(py), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "kit offline",
-                "language": "python",
-            }
-        )
-    )
-    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
-    env.update(
-        JUPYTER_PATH=str(tmp / "jupyter"),
-        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
-        IPYTHONDIR=str(tmp / "ipython"),
-        MPLCONFIGDIR=str(tmp / "mpl"),
-        MPLBACKEND="Agg",
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        KAGGLE_KERNEL_RUN_TYPE="Batch",
-    )
-    # Network denied: a private network namespace with only loopback (Jupyter's kernel talks over
-    # 127.0.0.1), else a guard in the kernel's interpreter that refuses any other connection.
-    if (
-        shutil.which("unshare")
-        and shutil.which("ip")
-        and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
-    ):
-        prefix = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"']
-    else:
-        prefix = []
-        (target / "sitecustomize.py").write_text(SOCKET_GUARD)
-    return py, env, prefix
-
-
-SOCKET_GUARD = """\
-import ipaddress, socket
-_connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
-def _check(address):
-    host = address[0] if isinstance(address, tuple) else None
-    if host is not None and host != "localhost" and not ipaddress.ip_address(host).is_loopback:
-        raise OSError(f"network denied: {address}")
-socket.socket.connect = lambda self, a: (_check(a), _connect(self, a))[1]
-socket.socket.connect_ex = lambda self, a: (_check(a), _connect_ex(self, a))[1]
-"""
-
 PROBE = """\
 import importlib.util, socket
 print("utils:", importlib.util.find_spec("utils"), "| pip:", importlib.util.find_spec("pip"))
@@ -896,42 +643,6 @@ try:
 except OSError as e:
     print("network: denied", e)
 """
-
-
-def _input_tree(root: Path, layout: str, bundle: dict, test_csv: Path, files=(), datasets=None) -> None:
-    """The bundle's datasets and the competition data (the test file and `files`) as Kaggle
-    mounts them, under the bundle's competition slug; `datasets`: {OWNER/DATASET: files} of other
-    attached datasets."""
-    owner = bundle["owner"]
-    comp = bundle["competition"]
-    comp_dir = root / comp if layout == "old" else root / "competitions" / comp
-    comp_dir.mkdir(parents=True)
-    for f in (test_csv, *files):
-        shutil.copy2(f, comp_dir / Path(f).name)
-    for key in ("code", "models"):
-        src = Path(bundle[key]["path"])
-        dst = root / src.name if layout == "old" else root / "datasets" / owner / src.name
-        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("dataset-metadata.json"))
-    for ref, paths in (datasets or {}).items():
-        dst = root / ref.split("/")[1] if layout == "old" else root / "datasets" / ref
-        dst.mkdir(parents=True)
-        for f in paths:
-            shutil.copy2(f, dst / Path(f).name)
-
-
-def _run_offline(notebook: Path, inp: Path, tmp: Path) -> Path:
-    """Execute `notebook` (a kernel's code file) with papermill on the offline kernel interpreter,
-    /kaggle/input at `inp`; the kernel's working folder (where submission.csv lands)."""
-    work, cwd = tmp / "working", tmp / "cwd"
-    work.mkdir()
-    cwd.mkdir()
-    py, env, prefix = _kernel_env(tmp / "k")
-    env.update(KAGGLE_INPUT_ROOT=str(inp), KAGGLE_WORKING_ROOT=str(work))
-    cmd = [*prefix, sys.executable, "-m", "papermill", str(notebook), str(tmp / "executed.ipynb"),
-           "-k", "kit-offline", "--cwd", str(cwd), "--no-progress-bar"]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return work
 
 
 @pytest.mark.parametrize("layout,which", [("old", "blend"), ("new", "single")])
@@ -949,10 +660,10 @@ def test_submission_kernel_runs_offline(layout, which, trained, tmp_path):
     kernel = Path(out["kernels"][0]["path"])
     notebook = kernel / json.loads((kernel / "kernel-metadata.json").read_text())["code_file"]
     inp, work, cwd = tmp_path / "input", tmp_path / "working", tmp_path / "cwd"
-    _input_tree(inp, layout, out, trained["test"], [trained["sample"]])
+    input_tree(inp, layout, out, trained["test"], [trained["sample"]])
     work.mkdir()
     cwd.mkdir()
-    py, env, prefix = _kernel_env(tmp_path / "k")
+    py, env, prefix = kernel_env(tmp_path / "k")
     env.update(KAGGLE_INPUT_ROOT=str(inp), KAGGLE_WORKING_ROOT=str(work))
 
     probe = subprocess.run(
@@ -1016,8 +727,8 @@ def test_the_submission_kernel_of_other_competitions_runs_offline(which, request
     meta = json.loads((kernel / "kernel-metadata.json").read_text())
     assert meta["competition_sources"] == [comp.slug]
     inp = tmp_path / "input"
-    _input_tree(inp, "new", out, t["test"], [t["data"] / comp.sample_submission])
-    work = _run_offline(kernel / meta["code_file"], inp, tmp_path)
+    input_tree(inp, "new", out, t["test"], [t["data"] / comp.sample_submission])
+    work = run_offline(kernel / meta["code_file"], inp, tmp_path)
     sub = pd.read_csv(work / "submission.csv", dtype={comp.id_col: str})
     sample = pd.read_csv(t["data"] / comp.sample_submission, dtype={comp.id_col: str})
     assert list(sub.columns) == list(sample.columns) and sub[comp.id_col].tolist() == sample[comp.id_col].tolist()
@@ -1044,11 +755,11 @@ def test_the_submission_kernel_finds_a_table_of_another_dataset_offline(layout, 
     meta = json.loads((kernel / "kernel-metadata.json").read_text())
     assert "xhlulu/cpc-codes" in meta["dataset_sources"]
     inp = tmp_path / "input"
-    _input_tree(inp, layout, out, t["data"] / "test.csv", [t["data"] / "sample_submission.csv"],
+    input_tree(inp, layout, out, t["data"] / "test.csv", [t["data"] / "sample_submission.csv"],
                 {"xhlulu/cpc-codes": [t["data"] / "titles.csv"]})
     comp_dir = inp / out["competition"] if layout == "old" else inp / "competitions" / out["competition"]
     assert (comp_dir / "test.csv").is_file() and not (comp_dir / "titles.csv").exists()
-    work = _run_offline(kernel / meta["code_file"], inp, tmp_path)
+    work = run_offline(kernel / meta["code_file"], inp, tmp_path)
     sub = pd.read_csv(work / "submission.csv", dtype={"id": str})
     runs = [Path(out["models"]["path"]) / r for r in out["models"]["runs"]]
     want = submit(runs, t["data"] / "test.csv", tmp_path / "want.csv", progress=False)  # titles.csv beside

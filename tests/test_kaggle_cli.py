@@ -22,7 +22,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-OWNER = "kituser"
 PUSHED = 7  # the version the recorder's `kernels push` reports
 UPLOAD_HOST = "https://upload.invalid"
 # kagglesdk's RPC names (https://api.kaggle.com/v1/<service>/<name>) -> what the recorder does.
@@ -129,10 +128,13 @@ if __name__ == "__main__":
 
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from test_kaggle import BASE_HANDLE, fake_notebooks, patent_data, trained, trained_ell, trained_lora  # noqa: E402, F401 (fixtures, reused)
+from helpers import BASE_HANDLE, OWNER, fake_notebooks, patent_data  # noqa: E402
 
 from utils import bundle  # noqa: E402
 from utils import kaggle as kit  # noqa: E402
+
+# versions: the kaggle CLI itself (kaggle's floor) pushing and downloading what build prints
+pytestmark = pytest.mark.versions
 
 MESSAGE = "kaggle-text-kit 0.1.0"
 
@@ -203,7 +205,7 @@ def run_printed(out: str, tmp: Path) -> list:
     return pushed
 
 
-def build_and_print(trained, tmp: Path, capsys, extra=()) -> tuple[list, str]:  # noqa: F811
+def build_and_print(trained, tmp: Path, capsys, extra=()) -> tuple[list, str]:
     nbs = fake_notebooks(tmp / "nbs")
     argv = ["build", "--runs", *map(str, trained["runs"]), "--blend", str(trained["blend"])]
     argv += ["--owner", OWNER, "--out", str(tmp / "b"), "--no-wheels", "--notebooks"]
@@ -340,7 +342,7 @@ def _kinds(reqs) -> list:
     return [r["kind"] for r in reqs]
 
 
-def test_push_runs_the_kaggle_cli_and_prints_the_pushed_version(trained, tmp_path, capsys):  # noqa: F811
+def test_push_runs_the_kaggle_cli_and_prints_the_pushed_version(trained, tmp_path, capsys):
     argv, _ = build_and_print(trained, tmp_path, capsys)
     kaggle = Kaggle(tmp_path)
     assert kit.main([*argv, "--push", "--kernels", "train"], runner=kaggle.runner) == 0
@@ -406,8 +408,9 @@ def test_the_download_command_of_a_missing_table_fetches_it_where_it_is_looked_u
     """The command in the one-line error, run through the CLI, puts titles.csv in data/cpc-codes/,
     where the next lookup finds it."""
     from utils import env
-    from utils.competition import load_competition, read_split
+    from utils.competition import load_competition
     from utils.data import DataError
+    from utils.tables import read_split
 
     data = patent_data(tmp_path / "data")
     table = pd.read_csv(data / "titles.csv")
@@ -432,7 +435,7 @@ def test_the_download_command_of_a_missing_table_fetches_it_where_it_is_looked_u
     assert df["title"].notna().all() and set(df["title"]) <= set(table["title"])
 
 
-def test_a_lora_runs_kernels_attach_its_base_model_through_the_kaggle_cli(trained_lora, tmp_path, capsys):  # noqa: F811
+def test_a_lora_runs_kernels_attach_its_base_model_through_the_kaggle_cli(trained_lora, tmp_path, capsys):
     """Every printed command of a LoRA run's bundle runs through the CLI; the kernels that load the
     runs send the Kaggle Model as a model source and the dataset holding a base as a data source."""
     nbs = fake_notebooks(tmp_path / "nbs")

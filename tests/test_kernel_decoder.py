@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_kaggle import (
+from helpers import (
     BASE_HANDLE,
     OWNER,
-    _input_tree,
-    _run_offline,
     base_weights_in,
+    input_tree,
+    run_offline,
     submission_notebook,
     train_lora,
 )
@@ -23,7 +23,7 @@ from test_kaggle import (
 from utils import predict
 from utils.bundle import BundleSpec, build
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.versions]
 
 # Where Kaggle mounts the Kaggle Model BASE_HANDLE (OWNER/MODEL/FRAMEWORK/VARIATION/VERSION).
 MOUNTS = {"old": "tiny-llama/transformers/default/1", "new": f"models/{OWNER}/tiny-llama/transformers/default/1"}
@@ -46,10 +46,10 @@ def test_a_lora_runs_submission_kernel_finds_its_base_model_offline(layout, tiny
     bundled = predict.submit([models / r for r in out["models"]["runs"]], t["test"], tmp_path / "bundled.csv",
                              progress=False)
     inp = tmp_path / "input"
-    _input_tree(inp, layout, out, t["test"], [t["sample"]])
+    input_tree(inp, layout, out, t["test"], [t["sample"]])
     (inp / MOUNTS[layout]).parent.mkdir(parents=True)
     shutil.move(base, inp / MOUNTS[layout])  # attached as a Kaggle Model, nowhere else
-    work = _run_offline(kernel / meta["code_file"], inp, tmp_path)
+    work = run_offline(kernel / meta["code_file"], inp, tmp_path)
     sub = pd.read_csv(work / "submission.csv", dtype={"id": str})
     for want, tol in ((bundled, 1e-4), (trained, 2e-3)):  # fp16 adapters against the fp32 run
         assert list(sub.columns) == ["id", "target"] and sub["id"].tolist() == want["id"].astype(str).tolist()

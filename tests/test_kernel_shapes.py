@@ -10,17 +10,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_competition import real_dir, tiny_data
-from test_kaggle import OWNER, _input_tree, _run_offline, submission_notebook
-from test_shapes import METRIC_PY, init, jigsaw
-from test_train import cfg_for
+from helpers import (
+    METRIC_PY,
+    OWNER,
+    cfg_for,
+    init,
+    input_tree,
+    jigsaw,
+    real_dir,
+    run_offline,
+    submission_notebook,
+    tiny_data,
+)
 
 from utils import ensemble, predict
 from utils.bundle import BundleSpec, build
 from utils.competition import load_competition
 from utils.train import run_cv
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.versions]
 
 
 def whole_path(data: Path, desc: str, tmp: Path, model: str, **kw) -> dict:
@@ -45,8 +53,8 @@ def run_kernel(t: dict, tmp: Path) -> pd.DataFrame:
     kernel = Path(out["kernels"][0]["path"])
     meta = json.loads((kernel / "kernel-metadata.json").read_text())
     inp = tmp / "input"
-    _input_tree(inp, "new", out, t["data"] / comp.test_file, [t["data"] / comp.sample_submission])
-    work = _run_offline(kernel / meta["code_file"], inp, tmp)
+    input_tree(inp, "new", out, t["data"] / comp.test_file, [t["data"] / comp.sample_submission])
+    work = run_offline(kernel / meta["code_file"], inp, tmp)
     kernel_sub = pd.read_csv(work / "submission.csv", dtype={comp.id_col: str})
     # What utils.predict writes here from the bundled (fp16) copies the kernel read.
     models = Path(out["models"]["path"])
@@ -67,8 +75,9 @@ def test_us_patent_real_files_from_init_to_the_offline_kernel(tmp_path, tiny_ber
     data = real_dir("us-patent-phrase-to-phrase-matching")
     desc = tmp_path / "competition.json"
     from utils.competition import main as competition_main
+    from utils.infer import infer
 
-    assert competition_main(["init", "--data", str(data), "--out", str(desc)]) == 0
+    assert competition_main(["init", "--data", str(data), "--out", str(desc)], infer=infer) == 0
     d = json.loads(desc.read_text())
     assert d["text_cols"] == ["anchor", "target", "context"] and d["group_col"] == "anchor"
     desc.write_text(json.dumps({**d, "slug": "us-patent-phrase-to-phrase-matching", "metric": "pearson"}))

@@ -6,8 +6,14 @@ import sys
 import pytest
 from conftest import ROOT
 
+# versions: which of transformers/accelerate/kaggle the light modules pull in on import
+pytestmark = pytest.mark.versions
 
-@pytest.mark.parametrize("module", ["utils.ensemble", "utils.eda", "utils.metrics", "utils.data"])
+
+# utils.kaggle: building the datasets' metadata and the kernels, and printing the kaggle commands,
+# loads no model (utils.bundle imports the model inside the two functions that check fp16 weights).
+@pytest.mark.parametrize("module", ["utils.ensemble", "utils.eda", "utils.metrics", "utils.data", "utils.kaggle",
+                                    "utils.runs"])
 def test_module_imports_without_torch_or_transformers(module):
     code = (f"import sys, {module}; heavy = sorted(m for m in ('torch', 'transformers', 'accelerate') "
             "if m in sys.modules); print(','.join(heavy))")

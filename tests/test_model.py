@@ -4,6 +4,9 @@ import torch
 from utils.model import ModelSpec, TextModel, encoder_layers, load_tokenizer
 from utils.predict import predict_model
 
+# versions: model and tokenizer saving and loading (transformers)
+pytestmark = pytest.mark.versions
+
 TEXTS = ["The cat sat on a mat.", "Notwithstanding the aforementioned considerations entropy grows."]
 
 
@@ -50,6 +53,7 @@ def test_load_needs_no_hub_name(tiny_bert, tmp_path):
 
 
 def test_half_save_is_half_the_size_and_close(tiny_bert, tmp_path):
+    torch.manual_seed(0)  # the head's random weights: the same in every session
     model = TextModel.from_backbone(tiny_bert, ModelSpec()).eval()
     tok = load_tokenizer(tiny_bert)
     model.save(tmp_path / "full", tok)
@@ -95,7 +99,7 @@ def _saved_for_backward(model, ids) -> tuple[int, dict]:
 def test_gradient_checkpointing_keeps_less_for_backward_and_the_same_gradients(tiny_bert):
     # What checkpointing is for: the encoder layers' activations are not kept for backward (they
     # are recomputed), while the gradients stay the same.
-    ids = torch.randint(5, 40, (4, 64))
+    ids = torch.randint(5, 40, (4, 64), generator=torch.Generator().manual_seed(0))
     torch.manual_seed(0)
     plain = TextModel.from_backbone(tiny_bert, ModelSpec())
     torch.manual_seed(0)

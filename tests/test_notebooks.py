@@ -10,6 +10,7 @@ import nbformat
 import pandas as pd
 import pytest
 from conftest import ROOT, tiny_frame
+from helpers import assert_one_line_error, cfg_for, papermill
 
 from utils import runs as run_files
 from utils.ensemble import read_blend
@@ -108,28 +109,16 @@ def test_submission_notebook_writes_valid_submission(pipeline):
     assert "column 'excerpt' is empty at row 4 (id id0002); predicted as the training mean" in stderr
 
 
-def _papermill(name: str, out: Path, params: dict) -> Path:
-    """notebooks/<name>.ipynb executed by papermill, as on Kaggle, into out/<name>.ipynb."""
-    import papermill as pm
-
-    pm.execute_notebook(str(NB / f"{name}.ipynb"), str(out / f"{name}.ipynb"), parameters=params,
-                        cwd=str(NB), kernel_name="python3", progress_bar=False,
-                        extra_arguments=["--IPKernelApp.log_level=ERROR"])
-    return out / f"{name}.ipynb"
-
-
 def test_pseudo_notebook_then_a_student_trained_on_its_labels(tmp_path, tiny_bert):
     """Notebook 5 pretrains a backbone and pseudo-labels excerpts with a teacher run; notebook 2
     then trains a student with those labels on every fold's training side."""
-    from test_train import cfg_for
-
     from utils.train import run_cv
 
     data, runs = competition_data(tmp_path / "data"), tmp_path / "runs"
     run_cv(cfg_for(data / "train.csv", runs / "teacher", tiny_bert, epochs=1, max_len=64))
     extra_texts(tmp_path / "extra.csv")
 
-    executed = _papermill("05_pseudo", tmp_path, {
+    executed = papermill("05_pseudo", tmp_path, {
         "pretrain_model": tiny_bert, "pretrain_epochs": 1, "pretrain_batch_size": 8,
         "pretrain_max_len": 64, "teachers": ["teacher"], "blend_json": "",
         "texts_csv": str(tmp_path / "extra.csv"), "data_dir": str(data), "runs_dir": str(runs),
@@ -147,7 +136,7 @@ def test_pseudo_notebook_then_a_student_trained_on_its_labels(tmp_path, tiny_ber
                    for o in c.get("outputs", []))
     assert "held-out MLM loss: " in text and f"pseudo_csv = {str(runs / 'pseudo.csv')!r}" in text
 
-    _papermill("02_train", tmp_path, {
+    papermill("02_train", tmp_path, {
         "model_name": tiny_bert, "run_name": "student", "folds": 2, "epochs": 1, "batch_size": 8,
         "max_len": 64, "max_rows": 60, "eval_every": 4, "n_examples": 1,
         "pseudo_csv": str(runs / "pseudo.csv"), "pseudo_epochs": 1,
@@ -165,7 +154,6 @@ def test_pseudo_notebook_with_a_lora_teacher_then_a_lora_student(tmp_path, tiny_
     import shutil
 
     from safetensors.torch import load_file
-    from test_train import cfg_for
 
     from utils.model import KIT_CONFIG, WEIGHTS
     from utils.train import run_cv
@@ -177,7 +165,7 @@ def test_pseudo_notebook_with_a_lora_teacher_then_a_lora_student(tmp_path, tiny_
     moved = base.rename(tmp_path / "attached-llama")  # as a Kaggle Model attached elsewhere
     extra_texts(tmp_path / "extra.csv")
 
-    executed = _papermill("05_pseudo", tmp_path, {
+    executed = papermill("05_pseudo", tmp_path, {
         "pretrain_model": "", "teachers": ["teacher"], "blend_json": "", "base_model": str(moved),
         "texts_csv": str(tmp_path / "extra.csv"), "data_dir": str(data), "runs_dir": str(runs),
     })
@@ -188,7 +176,7 @@ def test_pseudo_notebook_with_a_lora_teacher_then_a_lora_student(tmp_path, tiny_
                    for o in c.get("outputs", []))
     assert f"pseudo_csv = {str(runs / 'pseudo.csv')!r}" in text and "model_name" not in text  # nothing pretrained
 
-    _papermill("02_train", tmp_path, {
+    papermill("02_train", tmp_path, {
         "model_name": tiny_decoders["qwen2"], "pooling": "attention", "lora_r": 4, "lora_alpha": 16.0,
         "lora_targets": ["q_proj", "v_proj"], "gradient_checkpointing": True, "lr": 5e-3, "head_lr": 5e-3,
         "run_name": "student", "folds": 2, "epochs": 1, "batch_size": 8, "max_len": 64, "max_rows": 60,
@@ -268,8 +256,6 @@ def test_papermill_sees_every_parameter(name, caplog):
 
 
 def test_demo_without_data_stops_at_once_saying_how_to_get_it(tmp_path, monkeypatch, capsys):
-    from test_reliability import assert_one_line_error
-
     from utils import env
     from utils.demo import find_data, main
 

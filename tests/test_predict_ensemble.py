@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import tiny_frame
-from test_train import cfg_for
+from helpers import cfg_for
 
 from utils.ensemble import (
     blend_report,
@@ -20,6 +20,9 @@ from utils.metrics import get_metric
 from utils.objective import REGRESSION
 from utils.predict import check_submission, main, predict, predict_run
 from utils.train import run_cv
+
+# versions: trains runs and predicts with them (transformers)
+pytestmark = pytest.mark.versions
 
 
 @pytest.fixture(scope="module")

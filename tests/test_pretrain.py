@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import tiny_frame
+from helpers import write_csv
 
 import utils.pretrain as pretrain_mod
 from utils.pretrain import (
@@ -17,8 +18,11 @@ from utils.pretrain import (
     split_texts,
 )
 
+# versions: masked-LM pretraining on transformers' models and collators
+pytestmark = pytest.mark.versions
 
-def cfg_for(csvs, out, model, **kw):
+
+def pretrain_cfg(csvs, out, model, **kw):
     base = dict(
         texts=tuple(map(str, csvs)),
         out=str(out),
@@ -33,11 +37,6 @@ def cfg_for(csvs, out, model, **kw):
     return PretrainConfig(**{**base, **kw})
 
 
-def write(df, path):
-    df.to_csv(path, index=False)
-    return path
-
-
 def test_output_round_trips_into_training_and_prediction(tiny_bert, tiny_csv, tmp_path):
     from transformers import AutoModel
 
@@ -46,7 +45,7 @@ def test_output_round_trips_into_training_and_prediction(tiny_bert, tiny_csv, tm
     from utils.train import run_cv
 
     backbone = tmp_path / "itpt"
-    info = pretrain(cfg_for([tiny_csv], backbone, tiny_bert, epochs=2))
+    info = pretrain(pretrain_cfg([tiny_csv], backbone, tiny_bert, epochs=2))
     saved = json.loads((backbone / "pretrain.json").read_text())
     assert saved["loss_before"] == pytest.approx(info["loss_before"])
     assert saved["settings"]["model"] == tiny_bert and saved["versions"]["transformers"]
@@ -81,8 +80,8 @@ def test_output_round_trips_into_training_and_prediction(tiny_bert, tiny_csv, tm
 
 
 def test_held_out_mlm_loss_falls_with_training(tiny_roberta, tmp_path):
-    csv = write(tiny_frame(120), tmp_path / "train.csv")
-    info = pretrain(cfg_for([csv], tmp_path / "a", tiny_roberta, epochs=4))
+    csv = write_csv(tiny_frame(120), tmp_path / "train.csv")
+    info = pretrain(pretrain_cfg([csv], tmp_path / "a", tiny_roberta, epochs=4))
     assert info["loss_after"] < info["loss_before"] - 0.02
     assert [h["epoch"] for h in info["history"]] == [1, 2, 3, 4]
     assert info["n_valid_masked_tokens"] > 50
@@ -91,22 +90,22 @@ def test_held_out_mlm_loss_falls_with_training(tiny_roberta, tmp_path):
 def test_held_out_masking_is_fixed(tiny_bert, tmp_path):
     # With lr 0 the weights never change, so before and after can only differ if the held-out
     # tokens were masked anew for the second measurement.
-    csv = write(tiny_frame(60), tmp_path / "train.csv")
-    info = pretrain(cfg_for([csv], tmp_path / "a", tiny_bert, lr=0.0))
+    csv = write_csv(tiny_frame(60), tmp_path / "train.csv")
+    info = pretrain(pretrain_cfg([csv], tmp_path / "a", tiny_bert, lr=0.0))
     assert info["loss_after"] == pytest.approx(info["loss_before"], abs=1e-6)
-    again = pretrain(cfg_for([csv], tmp_path / "b", tiny_bert, lr=1e-2, epochs=2))
+    again = pretrain(pretrain_cfg([csv], tmp_path / "b", tiny_bert, lr=1e-2, epochs=2))
     assert again["loss_before"] == pytest.approx(info["loss_before"], abs=1e-6)  # same seed
     assert again["loss_after"] != pytest.approx(again["loss_before"], abs=1e-4)
 
 
 def test_duplicates_dropped_and_held_out_texts_never_trained_on(tiny_bert, tmp_path, monkeypatch):
     df = tiny_frame(40)
-    a = write(df, tmp_path / "train.csv")
+    a = write_csv(df, tmp_path / "train.csv")
     # b: no id column (a plain corpus), two duplicates of a (one differing only in whitespace),
     # one duplicate within b itself, and 10 new texts.
     extra = tiny_frame(10, seed=5).excerpt.tolist()
     texts_b = ["  " + df.excerpt[3].replace(" ", "\n  ") + " ", df.excerpt[7], *extra, extra[0]]
-    b = write(pd.DataFrame({"excerpt": texts_b}), tmp_path / "corpus.csv")
+    b = write_csv(pd.DataFrame({"excerpt": texts_b}), tmp_path / "corpus.csv")
 
     datasets = []
 
@@ -117,7 +116,7 @@ def test_duplicates_dropped_and_held_out_texts_never_trained_on(tiny_bert, tmp_p
 
     monkeypatch.setattr(pretrain_mod, "TextDataset", Spy)
     out = tmp_path / "itpt"
-    info = pretrain(cfg_for([a, b], out, tiny_bert))
+    info = pretrain(pretrain_cfg([a, b], out, tiny_bert))
     assert (info["n_rows"], info["n_duplicates"], info["n_texts"]) == (53, 3, 50)
     assert (info["n_train"], info["n_valid"]) == (38, 12)
 
@@ -152,7 +151,7 @@ def test_split_is_seeded_and_sized():
 
 
 def test_collect_texts_reads_a_csv_without_id_column(tmp_path):
-    path = write(pd.DataFrame({"excerpt": ["a b", "a  b", "c"]}), tmp_path / "x.csv")
+    path = write_csv(pd.DataFrame({"excerpt": ["a b", "a  b", "c"]}), tmp_path / "x.csv")
     rows = collect_texts([path])
     assert rows.duplicate.tolist() == [False, True, False] and rows.row.tolist() == [2, 3, 4]
 
@@ -265,8 +264,8 @@ def test_refuses_to_replace_a_folder_it_did_not_write(tiny_bert, tiny_csv, tmp_p
 def test_an_interrupted_pretraining_resumes_and_ends_as_an_uninterrupted_one(
     tiny_bert, tmp_path, monkeypatch, capsys
 ):
-    csv = write(tiny_frame(60), tmp_path / "train.csv")
-    whole = pretrain(cfg_for([csv], tmp_path / "whole", tiny_bert, epochs=3, lr=1e-2))
+    csv = write_csv(tiny_frame(60), tmp_path / "train.csv")
+    whole = pretrain(pretrain_cfg([csv], tmp_path / "whole", tiny_bert, epochs=3, lr=1e-2))
 
     out = tmp_path / "cut"
     resume_file = pretrain_mod.resume_path(out)
@@ -282,13 +281,13 @@ def test_an_interrupted_pretraining_resumes_and_ends_as_an_uninterrupted_one(
 
     monkeypatch.setattr(pretrain_mod, "mlm_loss", dies_in_epoch_3)
     with pytest.raises(KeyboardInterrupt):
-        pretrain(cfg_for([csv], out, tiny_bert, epochs=3, lr=1e-2))
+        pretrain(pretrain_cfg([csv], out, tiny_bert, epochs=3, lr=1e-2))
     assert not out.exists() and resume_file.is_file()
     assert torch.load(resume_file, weights_only=True)["history"][0]["epoch"] == 1
 
     monkeypatch.setattr(pretrain_mod, "mlm_loss", measured)
     capsys.readouterr()
-    resumed = pretrain(cfg_for([csv], out, tiny_bert, epochs=3, lr=1e-2))
+    resumed = pretrain(pretrain_cfg([csv], out, tiny_bert, epochs=3, lr=1e-2))
     assert "epoch 1 of 3 done" in capsys.readouterr().out
     assert not resume_file.exists()
     assert resumed["steps"] == whole["steps"]
@@ -306,9 +305,9 @@ def test_an_interrupted_pretraining_resumes_and_ends_as_an_uninterrupted_one(
 
 
 def test_a_resume_with_other_settings_or_texts_is_refused(tiny_bert, tmp_path, capsys):
-    csv = write(tiny_frame(40), tmp_path / "train.csv")
+    csv = write_csv(tiny_frame(40), tmp_path / "train.csv")
     out = tmp_path / "out"
-    cfg = cfg_for([csv], out, tiny_bert, epochs=2)
+    cfg = pretrain_cfg([csv], out, tiny_bert, epochs=2)
     texts = collect_texts([csv])["text"].tolist()
     identity = pretrain_mod.training_identity(cfg, texts[:30], texts[30:])
     torch.save({"identity": {**identity, "lr": 1.0}}, pretrain_mod.resume_path(out))
@@ -331,9 +330,9 @@ def test_minilm_on_real_data(minilm_path, real_data, tmp_path, capsys):
     from transformers import AutoModel
 
     sample = pd.read_csv(real_data / "train.csv").sample(n=64, random_state=0)
-    csv = write(sample, tmp_path / "train.csv")
+    csv = write_csv(sample, tmp_path / "train.csv")
     out = tmp_path / "minilm-itpt"
-    info = pretrain(cfg_for([csv, real_data / "test.csv"], out, minilm_path, max_len=64, lr=5e-5))
+    info = pretrain(pretrain_cfg([csv, real_data / "test.csv"], out, minilm_path, max_len=64, lr=5e-5))
     assert "fresh masked-LM head" in capsys.readouterr().out  # a sentence-transformers checkpoint
     assert np.isfinite(info["loss_before"]) and np.isfinite(info["loss_after"])
     _, loading = AutoModel.from_pretrained(out, output_loading_info=True)

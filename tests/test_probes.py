@@ -10,9 +10,7 @@ import optuna
 import pandas as pd
 import pytest
 from conftest import tiny_frame
-from test_competition import tiny_data
-from test_reliability import assert_one_line_error
-from test_train import cfg_for
+from helpers import assert_one_line_error, cfg_for, one_fold_argv, tiny_data
 
 from utils import predict as predict_cli
 from utils import runs as runs_cli
@@ -23,13 +21,10 @@ from utils.config import config_from_args
 from utils.data import DataError
 from utils.metrics import get_metric
 
+# versions: accelerate's trackers, training and tuning runs
+pytestmark = pytest.mark.versions
+
 # ----------------------------------------------------------------------------- 1. --log-with
-
-
-def train_argv(tiny_csv, tiny_bert, out, *extra):
-    return ["--train-csv", str(tiny_csv), "--model", tiny_bert, "--out", str(out), "--folds", "2",
-            "--only-folds", "0", "--max-steps", "2", "--eval-every", "2", "--batch-size", "8",
-            "--no-progress", *extra]
 
 
 @pytest.mark.parametrize("tracker, pip", [("tensorboard", "pip install tensorboard"),
@@ -40,13 +35,13 @@ def test_a_tracker_whose_package_is_missing_is_refused_before_training(tracker, 
 
     monkeypatch.setattr(accelerate.tracking, "get_available_trackers", lambda: [])  # none installed
     out = tmp_path / "run"
-    assert train_cli.main(train_argv(tiny_csv, tiny_bert, out, "--log-with", f"{tracker}")) == 2
+    assert train_cli.main(one_fold_argv(tiny_csv, tiny_bert, out, "--log-with", f"{tracker}")) == 2
     assert_one_line_error(capsys.readouterr().err, f"--log-with {tracker}", pip)
     assert not list(out.glob("fold*"))  # nothing trained
 
 
 def test_an_unknown_tracker_is_one_line_listing_the_known_ones(tiny_csv, tiny_bert, tmp_path, capsys):
-    assert train_cli.main(train_argv(tiny_csv, tiny_bert, tmp_path / "run", "--log-with", "tensorbord")) == 2
+    assert train_cli.main(one_fold_argv(tiny_csv, tiny_bert, tmp_path / "run", "--log-with", "tensorbord")) == 2
     assert_one_line_error(capsys.readouterr().err, "--log-with tensorbord", "tensorboard, wandb")
 
 
@@ -101,7 +96,7 @@ def cheap_trials(monkeypatch):
 
 
 def test_a_resumed_study_does_not_replay_the_earlier_trials(cheap_trials, tiny_csv, tiny_bert, tmp_path):
-    base = config_from_args(train_argv(tiny_csv, tiny_bert, tmp_path / "s"))
+    base = config_from_args(one_fold_argv(tiny_csv, tiny_bert, tmp_path / "s"))
     tune_cli.tune(base, ["lr", "head_lr"], 2, tmp_path / "s", log=lambda *a: None)
     tune_cli.tune(base, ["lr", "head_lr"], 4, tmp_path / "s", log=lambda *a: None)
     study = optuna.load_study(study_name="kit", storage=f"sqlite:///{tmp_path / 's' / 'study.db'}")
@@ -110,7 +105,7 @@ def test_a_resumed_study_does_not_replay_the_earlier_trials(cheap_trials, tiny_c
 
 
 def test_a_trial_left_running_by_a_killed_process_is_marked_failed(cheap_trials, tiny_csv, tiny_bert, tmp_path):
-    base = config_from_args(train_argv(tiny_csv, tiny_bert, tmp_path / "s"))
+    base = config_from_args(one_fold_argv(tiny_csv, tiny_bert, tmp_path / "s"))
     tune_cli.tune(base, ["lr"], 1, tmp_path / "s", log=lambda *a: None)
     storage = f"sqlite:///{tmp_path / 's' / 'study.db'}"
     optuna.load_study(study_name="kit", storage=storage).ask()  # a trial whose process was killed

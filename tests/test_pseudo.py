@@ -7,14 +7,16 @@ import pandas as pd
 import pytest
 import torch
 from conftest import tiny_frame
-from test_reliability import assert_one_line_error
-from test_train import cfg_for
+from helpers import assert_one_line_error, cfg_for, pseudo_argv, train_argv
 
 from utils import pseudo as pseudo_cli
 from utils import train as train_cli
 from utils.model import TextModel
 from utils.predict import predict_model
 from utils.train import RunError, compute_loss, run_cv
+
+# versions: teacher runs, pseudo-labels and students trained on them
+pytestmark = pytest.mark.versions
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +38,7 @@ def teachers(tmp_path_factory, tiny_bert):
 
 
 def make(d, out, *extra) -> int:
-    argv = ["--runs", str(d / "attn"), str(d / "mean"), "--texts", str(d / "texts.csv"),
-            "--train-csv", str(d / "train.csv"), "--out", str(out), "--no-progress", *extra]
-    return pseudo_cli.main(argv)
+    return pseudo_cli.main(pseudo_argv(d, (d / "attn", d / "mean"), out, *extra))
 
 
 def test_each_fold_column_is_that_folds_models_only(teachers, tmp_path, capsys):
@@ -88,7 +88,7 @@ def test_max_std_filters_each_fold_on_its_own_models(teachers, tiny_bert, tmp_pa
     assert info["n_rows_per_fold"] == {str(k): int(some[f"target_fold{k}"].notna().sum()) for k in (0, 1)}
 
     # A student trains each fold on that fold's kept rows only.
-    argv = train_argv(d, tmp_path / "s", tmp_path / "some.csv", tiny_bert, "--max-steps", "1")
+    argv = student_argv(d, tmp_path / "s", tmp_path / "some.csv", tiny_bert, "--max-steps", "1")
     assert train_cli.main(argv) == 0
     for k in (0, 1):
         info = json.loads((tmp_path / "s" / f"fold{k}" / "history.json").read_text())
@@ -139,10 +139,9 @@ def test_bad_texts_get_one_clear_line(teachers, tmp_path, capsys, content, messa
 # ----------------------------------------------------------------------------- training with them
 
 
-def train_argv(d, out, pseudo, model, *extra) -> list:
-    return ["--train-csv", str(d / "train.csv"), "--out", str(out), "--model", model,
-            "--folds", "2", "--epochs", "2", "--batch-size", "8", "--eval-every", "2", "--lr", "0.001",
-            "--no-progress", "--pseudo-csv", str(pseudo), *map(str, extra)]
+def student_argv(d, out, pseudo, model, *extra) -> list:
+    """helpers.train_argv on d/train.csv, with the pseudo-labels in `pseudo`."""
+    return train_argv(d / "train.csv", out, model, "--pseudo-csv", pseudo, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +153,7 @@ def labels(teachers, tmp_path_factory):
 
 def test_pseudo_rows_join_training_only_never_validation_or_oof(teachers, labels, tiny_bert, tmp_path, capsys):
     d = teachers
-    assert train_cli.main(train_argv(d, tmp_path / "s", labels, tiny_bert)) == 0
+    assert train_cli.main(student_argv(d, tmp_path / "s", labels, tiny_bert)) == 0
     assert "12 pseudo-labelled rows join every fold's training side (mixed, weight 1)" in capsys.readouterr().out
     oof = pd.read_csv(tmp_path / "s" / "oof.csv", dtype={"id": str})
     train = pd.read_csv(d / "train.csv", dtype={"id": str})
@@ -169,7 +168,7 @@ def test_pseudo_rows_join_training_only_never_validation_or_oof(teachers, labels
 
 def test_pseudo_epochs_come_first_then_the_real_rows(teachers, labels, tiny_bert, tmp_path):
     d = teachers
-    assert train_cli.main(train_argv(d, tmp_path / "s", labels, tiny_bert, "--pseudo-epochs", "1")) == 0
+    assert train_cli.main(student_argv(d, tmp_path / "s", labels, tiny_bert, "--pseudo-epochs", "1")) == 0
     info = json.loads((tmp_path / "s" / "fold0" / "history.json").read_text())
     phases = [h["phase"] for h in info["history"]]
     assert phases[0] == "pseudo" and phases[-1] == "labelled"
@@ -179,7 +178,7 @@ def test_pseudo_epochs_come_first_then_the_real_rows(teachers, labels, tiny_bert
 
 def test_a_pseudo_file_made_with_other_folds_is_refused(teachers, labels, tiny_bert, tmp_path, capsys):
     d = teachers
-    assert train_cli.main(train_argv(d, tmp_path / "s", labels, tiny_bert, "--fold-seed", "1")) == 2
+    assert train_cli.main(student_argv(d, tmp_path / "s", labels, tiny_bert, "--fold-seed", "1")) == 2
     assert_one_line_error(capsys.readouterr().err, "pseudo.csv was made with other folds",
                           "would leak validation rows")
     assert not list((tmp_path / "s").glob("fold[0-9]*"))  # no fold trained
@@ -189,7 +188,7 @@ def test_only_target_works_with_a_warning(teachers, labels, tiny_bert, tmp_path,
     d = teachers
     shared = pd.read_csv(labels)[["id", "excerpt", "target"]]
     shared.to_csv(tmp_path / "shared.csv", index=False)
-    assert train_cli.main(train_argv(d, tmp_path / "s", tmp_path / "shared.csv", tiny_bert, "--max-steps", "1")) == 0
+    assert train_cli.main(student_argv(d, tmp_path / "s", tmp_path / "shared.csv", tiny_bert, "--max-steps", "1")) == 0
     assert "has only 'target', no target_fold{k}" in capsys.readouterr().out
 
 
@@ -199,7 +198,7 @@ def test_nan_pseudo_targets_get_one_clear_line(teachers, labels, tiny_bert, tmp_
     bad.loc[4, "target_fold1"] = np.nan
     bad.to_csv(tmp_path / "pseudo.csv", index=False)
     (tmp_path / "pseudo.json").write_text(labels.with_suffix(".json").read_text())
-    assert train_cli.main(train_argv(d, tmp_path / "s", tmp_path / "pseudo.csv", tiny_bert)) == 2
+    assert train_cli.main(student_argv(d, tmp_path / "s", tmp_path / "pseudo.csv", tiny_bert)) == 2
     assert_one_line_error(capsys.readouterr().err,
                           "pseudo.csv: column 'target_fold1' is not a finite number at row 6")
 
@@ -222,11 +221,13 @@ def test_the_pseudo_files_content_is_part_of_the_runs_identity(teachers, labels,
 def test_weighted_loss_counts_each_row_by_its_weight():
     from utils.config import TrainConfig
 
-    cfg = TrainConfig(train_csv="t", out="o", model="m")
+    from utils.competition import from_settings
+
+    cfg, comp = TrainConfig(train_csv="t", out="o", model="m"), from_settings({})
     preds, y = torch.tensor([[1.0], [3.0]]), torch.tensor([[0.0], [0.0]])
-    assert compute_loss(cfg, preds, y, torch.tensor([1.0, 0.0])).item() == pytest.approx(1.0)
-    assert compute_loss(cfg, preds, y, torch.tensor([1.0, 1.0])).item() == pytest.approx(5.0)
-    assert compute_loss(cfg, preds, y, torch.tensor([3.0, 1.0])).item() == pytest.approx(3.0)
+    assert compute_loss(cfg, comp, preds, y, torch.tensor([1.0, 0.0])).item() == pytest.approx(1.0)
+    assert compute_loss(cfg, comp, preds, y, torch.tensor([1.0, 1.0])).item() == pytest.approx(5.0)
+    assert compute_loss(cfg, comp, preds, y, torch.tensor([3.0, 1.0])).item() == pytest.approx(3.0)
 
 
 def test_a_file_from_teachers_with_some_folds_trains_only_those(teachers, tiny_bert, tmp_path, capsys):
@@ -236,7 +237,7 @@ def test_a_file_from_teachers_with_some_folds_trains_only_those(teachers, tiny_b
             str(d / "train.csv"), "--out", str(tmp_path / "p.csv"), "--no-progress"]
     assert pseudo_cli.main(argv) == 0
     assert "target_fold1" not in pd.read_csv(tmp_path / "p.csv").columns
-    argv = train_argv(d, tmp_path / "s", tmp_path / "p.csv", tiny_bert, "--max-steps", "1")
+    argv = student_argv(d, tmp_path / "s", tmp_path / "p.csv", tiny_bert, "--max-steps", "1")
     assert train_cli.main(argv) == 2
     assert_one_line_error(capsys.readouterr().err, "p.csv has no target_fold1", "--only-folds")
     assert train_cli.main([*argv, "--only-folds", "0"]) == 0

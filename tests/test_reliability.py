@@ -2,17 +2,13 @@
 backbone or pooling mode, and model folders saved by another transformers major version."""
 
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, tiny_frame
-from test_train import cfg_for
+from conftest import tiny_frame
+from helpers import assert_one_line_error, cfg_for, cli, kill_in_fold_1, train_argv
 
 from utils import predict as predict_cli
 from utils import train as train_cli
@@ -20,31 +16,8 @@ from utils.model import TextModel, load_tokenizer
 from utils.predict import check_submission, predict_run
 from utils.train import run_cv
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-def train_argv(csv, out, model, *extra) -> list:
-    """The CLI twin of test_train.cfg_for's defaults."""
-    return ["--train-csv", str(csv), "--out", str(out), "--model", str(model), "--folds", "2",
-            "--epochs", "2", "--batch-size", "8", "--eval-every", "2", "--lr", "0.001",
-            "--no-progress", *map(str, extra)]
-
-
-def cli(module: str, argv: list, **kw) -> subprocess.CompletedProcess:
-    """`python -m module argv` in a fresh process (what a Kaggle or Colab user runs)."""
-    return subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=600, **kw)
-
-
-def assert_one_line_error(err: str, *parts: str) -> None:
-    """The error is one line, the last on stderr (above it, at most progress bars); no traceback."""
-    assert "Traceback" not in err, err
-    lines = err.strip().splitlines()
-    errors = [line for line in lines if "error" in line.lower()]
-    assert errors == lines[-1:] and lines[-1].startswith("error: "), err
-    for part in parts:
-        assert part in lines[-1], lines[-1]
-
+# versions: model folders saved by another transformers version, CLIs training and predicting
+pytestmark = pytest.mark.versions
 
 # ----------------------------------------------------------------------------- bad train.csv
 
@@ -239,22 +212,6 @@ def test_submission_whose_ids_differ_from_test_csv_is_refused():
 
 
 # ----------------------------------------------------------------------------- interrupted runs
-
-
-def kill_in_fold_1(argv, tmp_path) -> None:
-    """Run `python -m utils.train ARGV` and SIGKILL it at fold 1's first logged step."""
-    cmd = [sys.executable, "-m", "utils.train", *argv]
-    with open(tmp_path / "stderr.txt", "w") as err:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=err, text=True)
-        try:
-            for line in proc.stdout:  # unbuffered: each log line as it is printed
-                if line.startswith("fold 1 step"):
-                    proc.send_signal(signal.SIGKILL)
-                    break
-        finally:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == -signal.SIGKILL, (tmp_path / "stderr.txt").read_text()
 
 
 def test_sigkill_mid_fold_then_rerun_resumes_to_the_uninterrupted_result(tiny_csv, tiny_bert, tmp_path):

@@ -4,13 +4,13 @@ identity; metrics.json in one vocabulary, older runs' files read into it."""
 import shutil
 
 import pytest
-from test_reliability import assert_one_line_error
-from test_train import cfg_for
+from helpers import assert_one_line_error, cfg_for, change_weights
 
 from utils import runs as runs_cli
 from utils.train import run_cv
 
 
+@pytest.mark.versions
 def test_runs_table_sorts_by_cv_shows_differences_and_half_finished_runs(tiny_csv, tiny_bert, tmp_path, capsys):
     root = tmp_path / "runs"
     run_cv(cfg_for(tiny_csv, root / "a", tiny_bert, max_steps=2))
@@ -47,19 +47,7 @@ def test_the_table_names_a_backbone_not_the_generic_end_of_its_folder(model, nam
     assert runs_cli.backbone_name(model) == name
 
 
-def change_weights(run, fold: int = 0) -> None:
-    """Fold `fold`'s weights file with one tensor nudged: as if that fold were trained again."""
-    from safetensors.torch import load_file, save_file
-
-    from utils.model import WEIGHTS
-
-    path = run / f"fold{fold}" / WEIGHTS
-    weights = load_file(path)
-    name = next(k for k, v in weights.items() if v.is_floating_point())
-    weights[name] = weights[name] + 0.01
-    save_file(weights, path)
-
-
+@pytest.mark.versions
 def test_identity_is_shown_kept_by_a_copy_and_changed_by_a_fold_trained_again(tiny_csv, tiny_bert, tmp_path, capsys):
     root = tmp_path / "runs"
     run_cv(cfg_for(tiny_csv, root / "a", tiny_bert, max_steps=2))
@@ -93,6 +81,7 @@ def test_read_metrics_reads_an_old_metrics_file_into_the_new_vocabulary(old, met
     assert runs_cli.read_metrics(tmp_path / "no-run") == {}
 
 
+@pytest.mark.versions
 def test_identity_ignores_hidden_files(tiny_csv, tiny_bert, tmp_path):
     """A Finder's .DS_Store or a notebook's checkpoints in a fold folder are not the model: a blend
     fitted before they appeared still applies."""

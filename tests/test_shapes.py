@@ -11,62 +11,30 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_competition import ESSAY, tiny_data
-from test_reliability import assert_one_line_error
-from test_train import cfg_for
+from helpers import (
+    LABELS,
+    METRIC_PY,
+    assert_one_line_error,
+    cfg_for,
+    effectiveness,
+    init,
+    jigsaw,
+    tiny_data,
+)
 
 from utils import competition as comp_cli
 from utils import ensemble, predict, runs
-from utils.competition import SEP, CompetitionError, load_competition, read_table, with_separator
+from utils.competition import SEP, CompetitionError, load_competition, with_separator
+from utils.infer import infer
 from utils.metrics import METRICS
+from utils.tables import read_table
 from utils.train import main as train_main
 from utils.train import run_cv
 
+# versions: trains, blends and predicts for each competition shape
+pytestmark = pytest.mark.versions
+
 ROOT = Path(__file__).resolve().parents[1]
-LABELS = ["toxic", "severe_toxic", "obscene", "threat", "insult", "identity_hate"]
-
-
-def jigsaw(folder: Path, n: int = 24) -> Path:
-    """Jigsaw Toxic Comment Classification's files: six 0/1 labels, a probability each."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    words = ESSAY.split()
-    train = pd.DataFrame({"id": [f"{i:016x}" for i in range(n)],
-                          "comment_text": [" ".join(rng.choice(words, 30)) for _ in range(n)],
-                          **{c: (rng.random(n) < 0.4).astype(int) for c in LABELS}})
-    train.to_csv(folder / "train.csv", index=False)
-    test_ids = [f"t{i:015x}" for i in range(4)]
-    pd.DataFrame({"id": test_ids, "comment_text": ESSAY}).to_csv(folder / "test.csv", index=False)
-    pd.DataFrame({"id": test_ids[::-1], **{c: 0.5 for c in LABELS}}).to_csv(folder / "sample_submission.csv", index=False)
-    return folder
-
-
-def effectiveness(folder: Path, n: int = 24) -> Path:
-    """Feedback Prize - Predicting Effective Arguments' files: the submission's classes in the
-    order Ineffective, Adequate, Effective (not alphabetical)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    classes = ["Ineffective", "Adequate", "Effective"]
-    train = pd.DataFrame({"discourse_id": [f"d{i:011x}" for i in range(n)],
-                          "essay_id": [f"E{i // 2:011X}" for i in range(n)],
-                          "discourse_text": [ESSAY[i:] for i in range(n)],
-                          "discourse_type": ["Claim", "Evidence", "Lead"] * (n // 3),
-                          "discourse_effectiveness": [classes[i % 3] for i in range(n)]})
-    train.to_csv(folder / "train.csv", index=False)
-    test = pd.DataFrame({"discourse_id": ["a1", "a2", "a3"], "essay_id": "EX", "discourse_text": ESSAY,
-                         "discourse_type": "Claim"})
-    test.to_csv(folder / "test.csv", index=False)
-    pd.DataFrame({"discourse_id": ["a3", "a1", "a2"], **{c: 1 / 3 for c in classes}}).to_csv(
-        folder / "sample_submission.csv", index=False)
-    return folder
-
-
-def init(data: Path, **edits) -> str:
-    """`python -m utils.competition init`, then the user's edits to the JSON it wrote."""
-    out = data / "competition.json"
-    assert comp_cli.main(["init", "--data", str(data), "--out", str(out)]) == 0
-    d = json.loads(out.read_text())
-    out.write_text(json.dumps({**d, **edits}))
-    return str(out)
 
 
 def train(data: Path, comp: str, out: Path, model: str, **kw) -> dict:
@@ -214,18 +182,6 @@ def test_a_binary_file_with_one_class_is_refused_before_any_fold(tmp_path, tiny_
 
 # ----------------------------------------------------------------------------- a metric of one's own
 
-METRIC_PY = '''
-import numpy as np
-from utils.metrics import Metric
-
-
-def _mae_of_first(y, p):
-    return float(np.mean(np.abs(np.asarray(y, float)[:, 0] - np.asarray(p, float)[:, 0])))
-
-
-METRIC = Metric("mae_first", _mae_of_first, greater_is_better=False, needs="values", title="MAE")
-'''
-
 
 def test_a_metric_of_ones_own_trains_blends_predicts_and_travels_in_the_description(tmp_path, tiny_bert, capsys):
     data = tiny_data("commonlitreadabilityprize", tmp_path / "cl", 24)
@@ -285,7 +241,7 @@ def test_several_short_columns_join_with_each_backbones_own_separator(tmp_path, 
     train.to_csv(data / "train.csv", index=False)
     train.drop(columns="score").head(3).to_csv(data / "test.csv", index=False)
     train[["id", "score"]].head(3).to_csv(data / "sample_submission.csv", index=False)
-    comp, why = comp_cli.infer(data)
+    comp, why = infer(data)
     assert comp.text_cols == ("anchor", "target", "context") and comp.target_range == (0.0, 1.0)
     assert comp.folds == "group" and comp.group_col == "anchor"
     assert any("grouped by 'anchor'" in w for w in why) and any("short phrase" in w for w in why)
@@ -310,7 +266,7 @@ def test_several_short_columns_join_with_each_backbones_own_separator(tmp_path, 
 
 def test_init_takes_the_table_the_sample_submission_names_and_proposes_its_joins(tmp_path):
     data = tiny_data("commonlit-evaluate-student-summaries", tmp_path / "ess", 24)
-    comp, why = comp_cli.infer(data)
+    comp, why = infer(data)
     assert comp.train_file == "summaries_train.csv" and comp.test_file == "summaries_test.csv"
     assert comp.train_joins == (("prompts_train.csv", "prompt_id"),)
     assert comp.test_joins == (("prompts_test.csv", "prompt_id"),)
@@ -321,7 +277,7 @@ def test_init_takes_the_table_the_sample_submission_names_and_proposes_its_joins
 def test_init_refuses_a_header_only_train_file(tmp_path, capsys):
     data = tiny_data("nlp-getting-started", tmp_path / "t")
     pd.read_csv(data / "train.csv").head(0).to_csv(data / "train.csv", index=False)
-    assert comp_cli.main(["init", "--data", str(data), "--out", str(tmp_path / "c.json")]) == 2
+    assert comp_cli.main(["init", "--data", str(data), "--out", str(tmp_path / "c.json")], infer=infer) == 2
     assert_one_line_error(capsys.readouterr().err, "train.csv", "no data rows")
     assert not (tmp_path / "c.json").exists()
 

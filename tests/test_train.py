@@ -5,16 +5,15 @@ import pandas as pd
 import pytest
 import torch
 from conftest import tiny_frame
+from helpers import assert_fold_reproduces_its_oof, cfg_for
 
+from utils.competition import from_settings
 from utils.config import TrainConfig, config_from_args
 from utils.model import TextModel
 from utils.train import build_optimizer, eval_period, main, run_cv
 
-
-def cfg_for(csv, out, model, **kw):
-    base = dict(train_csv=str(csv), out=str(out), model=model, folds=2, epochs=2, batch_size=8,
-                eval_every=2, lr=1e-3, progress=False)
-    return TrainConfig(**{**base, **kw})
+# versions: the training loop on the tiny models (transformers, accelerate)
+pytestmark = pytest.mark.versions
 
 
 def test_cv_outputs_and_invariants(tiny_csv, tiny_bert, tmp_path):
@@ -42,19 +41,6 @@ def test_cv_outputs_and_invariants(tiny_csv, tiny_bert, tmp_path):
     assert set(saved["versions"]) >= {"torch", "transformers"}
     assert saved["seconds_per_fold"].keys() == {"0", "1"}
     assert not list(out.glob(".*.tmp"))
-
-
-def assert_fold_reproduces_its_oof(out, fold: int, csv) -> None:
-    """Fold `fold` of run `out`, reloaded from its folder alone, predicts its OOF rows (the
-    `excerpt` texts of `csv`) as the run recorded them, to 1e-5."""
-    from utils.predict import predict_model
-
-    oof = pd.read_csv(out / "oof.csv", dtype={"id": str})
-    oof = oof[oof.fold == fold]
-    train = pd.read_csv(csv, dtype={"id": str}).set_index("id").loc[oof.id]
-    model, tok = TextModel.load(out / f"fold{fold}")
-    pred = predict_model(model, tok, train.excerpt.tolist(), 256)[:, 0]
-    assert np.abs(pred - oof.pred.to_numpy()).max() < 1e-5
 
 
 def test_best_checkpoint_reproduces_its_oof(tiny_csv, tiny_bert, tmp_path):
@@ -147,16 +133,17 @@ def test_layerwise_lr_decay_groups(tiny_bert):
 def test_se_loss_trusts_precise_targets_more():
     from utils.train import compute_loss
 
+    comp = from_settings({})  # CommonLit: one regression target
     cfg = TrainConfig(train_csv="t", out="o", model="m", loss="se", min_se=0.05)
     preds = torch.tensor([[0.0], [0.0], [0.0]])
     y = torch.tensor([[1.0, 0.5], [1.0, 0.25], [1.0, 0.0]])  # target, standard error
     # (pred - target)^2 / (2 se^2), se clamped at min_se (the reference row has se 0)
     expected = np.mean([1 / (2 * 0.5**2), 1 / (2 * 0.25**2), 1 / (2 * 0.05**2)])
-    assert compute_loss(cfg, preds, y).item() == pytest.approx(expected)
+    assert compute_loss(cfg, comp, preds, y).item() == pytest.approx(expected)
     mse = TrainConfig(train_csv="t", out="o", model="m")
-    assert compute_loss(mse, preds, y[:, :1]).item() == pytest.approx(1.0)
+    assert compute_loss(mse, comp, preds, y[:, :1]).item() == pytest.approx(1.0)
     rmse_cfg = TrainConfig(train_csv="t", out="o", model="m", loss="rmse")
-    assert compute_loss(rmse_cfg, torch.tensor([[0.0], [0.0]]), torch.tensor([[3.0], [4.0]])).item() \
+    assert compute_loss(rmse_cfg, comp, torch.tensor([[0.0], [0.0]]), torch.tensor([[3.0], [4.0]])).item() \
         == pytest.approx(np.sqrt(12.5), rel=1e-4)
 
 
@@ -218,7 +205,7 @@ def test_drop_reference_leaves_the_row_out_everywhere(tmp_path, tiny_bert):
 def test_multi_target_regression(tmp_path, tiny_bert):
     df = tiny_frame(60).assign(content=lambda d: d.target * 0.5 + 1)
     df.to_csv(tmp_path / "t.csv", index=False)
-    m = run_cv(cfg_for(tmp_path / "t.csv", tmp_path / "r", tiny_bert, target_cols=("target", "content")))
+    m = run_cv(cfg_for(tmp_path / "t.csv", tmp_path / "r", tiny_bert), from_settings({"target_cols": ["target", "content"]}))
     oof = pd.read_csv(tmp_path / "r" / "oof.csv")
     assert {"pred_target", "pred_content"} <= set(oof.columns)
     per = m["per_metric"]["rmse"]["per_target"]
@@ -229,8 +216,8 @@ def test_classification(tmp_path, tiny_bert):
     df = tiny_frame(60)
     df["level"] = np.where(df.target < df.target.median(), "hard", "easy")
     df.to_csv(tmp_path / "t.csv", index=False)
-    m = run_cv(cfg_for(tmp_path / "t.csv", tmp_path / "r", tiny_bert, task="classification",
-                       target_cols=("level",), num_labels=2))
+    m = run_cv(cfg_for(tmp_path / "t.csv", tmp_path / "r", tiny_bert, num_labels=2),
+               from_settings({"task": "classification", "target_cols": ["level"]}))
     oof = pd.read_csv(tmp_path / "r" / "oof.csv")
     assert np.allclose(oof[["prob_easy", "prob_hard"]].sum(axis=1), 1.0, atol=1e-6)
     assert m["metric"] == "log_loss" and m["cv"] > 0
@@ -257,16 +244,22 @@ def test_cpu_fp16_is_refused_clearly(tiny_csv, tiny_bert, tmp_path, capsys):
 def test_auto_precision_follows_compute_capability(monkeypatch, capability, expected, tiny_bert, tiny_decoders):
     # A T4 answers is_bf16_supported() == True (emulated bf16, no tensor cores): the rule must
     # not ask it. Training and inference resolve "auto" alike.
-    from utils.predict import _autocast
-    from utils.train import mixed_precision
+    from utils.backbone import precision_for
+    from utils.train import check_backbone
+
+    def mixed_precision(cfg):  # what accelerate is given for a run of this config here
+        return check_backbone(cfg).accelerate
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     cfg = TrainConfig(train_csv="t", out="o", model=tiny_bert)
     assert mixed_precision(cfg) == expected
-    ctx = _autocast(torch.device("cuda"), "auto")
-    assert ctx.fast_dtype == {"fp16": torch.float16, "bf16": torch.bfloat16}[expected]
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[expected]
+    for training in (True, False):  # the one rule: prediction resolves "auto" as training does
+        prec = precision_for("auto", None, "cuda", training=training)
+        assert prec.autocast_dtype == prec.weight_dtype == dtype and prec.grad_scaler == (expected == "fp16")
+    assert prec.autocast("cuda").fast_dtype == dtype
     # An explicit choice is kept.
     assert mixed_precision(TrainConfig(train_csv="t", out="o", model=tiny_bert, precision="fp32")) == "no"
     assert mixed_precision(TrainConfig(train_csv="t", out="o", model=tiny_bert, precision="bf16")) == "bf16"
@@ -276,10 +269,16 @@ def test_auto_precision_follows_compute_capability(monkeypatch, capability, expe
 
 
 def test_auto_precision_is_fp32_without_cuda(monkeypatch, tiny_bert):
-    from utils.train import mixed_precision
+    from utils.backbone import precision_for
+    from utils.train import check_backbone
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert mixed_precision(TrainConfig(train_csv="t", out="o", model=tiny_bert)) == "no"
+    assert check_backbone(TrainConfig(train_csv="t", out="o", model=tiny_bert)).accelerate == "no"
+    with pytest.raises(ValueError, match="fp16 needs a CUDA GPU"):
+        precision_for("fp16")
+    # Prediction off CUDA: a frozen base loads in fp32 whatever was asked, and nothing is refused.
+    assert precision_for("bf16", training=False).weight_dtype == torch.float32
+    assert precision_for("fp16", training=False).name == "fp16"
 
 
 def test_a_fold_that_never_improves_stops_with_one_clear_line(tiny_csv, tiny_bert, tmp_path, capsys,
@@ -293,7 +292,7 @@ def test_a_fold_that_never_improves_stops_with_one_clear_line(tiny_csv, tiny_ber
     argv = ["--train-csv", str(tiny_csv), "--out", str(out), "--model", tiny_bert, "--folds", "2",
             "--epochs", "2", "--batch-size", "8", "--eval-every", "2", "--no-progress"]
     assert main(argv) == 2
-    from test_reliability import assert_one_line_error
+    from helpers import assert_one_line_error
 
     assert_one_line_error(capsys.readouterr().err, "error: fold 0: no finite validation score in 2 steps",
                           "weights became NaN/inf by step 2", "lower --lr", "--precision fp32 or bf16")
@@ -365,11 +364,12 @@ def test_every_option_says_what_it_does_and_its_default(cli):
 
     from utils import config, pretrain
 
-    parser, cls = (config.build_parser(), TrainConfig) if cli == "train" else (
-        pretrain.build_parser(), pretrain.PretrainConfig)
+    parser, classes = (config.build_parser(), (TrainConfig, config.Columns)) if cli == "train" else (
+        pretrain.build_parser(), (pretrain.PretrainConfig,))
     actions = {a.dest: a for a in parser._actions if a.dest != "help"}
-    assert set(actions) == {f.name for f in dataclasses.fields(cls)}
-    for f in dataclasses.fields(cls):
+    fields = [f for cls in classes for f in dataclasses.fields(cls)]
+    assert set(actions) == {f.name for f in fields}
+    for f in fields:
         assert actions[f.name].help, f"--{f.name.replace('_', '-')} has no help"
     text = " ".join(parser.format_help().split())
     if cli == "train":
@@ -390,14 +390,15 @@ def test_a_run_says_how_to_reproduce_it(tiny_csv, tiny_bert, tmp_path):
     import subprocess
     from pathlib import Path
 
-    from utils.config import config_from_args, resolve
+    from utils.config import for_competition, parse_args
 
-    cfg = cfg_for(tiny_csv, tmp_path / "r", tiny_bert, max_steps=1, pooling="mean", target_cols=("target",),
+    cfg = cfg_for(tiny_csv, tmp_path / "r", tiny_bert, max_steps=1, pooling="mean",
                   eval_schedule=((0.5, 2), (0.0, 1)), backbone_dropout=True)
     m = run_cv(cfg)
-    again = config_from_args(shlex.split(m["command"])[3:])
-    # the run's resolved config (fit filled in), run control (progress) aside
-    assert again == dataclasses.replace(resolve(cfg)[0], progress=True)
+    again, comp = parse_args(shlex.split(m["command"])[3:])
+    # the run's config as it records it (fit filled in), run control (progress) aside; its competition
+    assert again == dataclasses.replace(for_competition(cfg, comp), progress=True)
+    assert comp == from_settings({})
     root = Path(__file__).resolve().parents[1]
     if (root / ".git").exists():
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -487,13 +488,13 @@ def test_head_bias_mean_starts_the_head_at_the_training_rows_mean(tmp_path, tiny
     df = tiny_frame(60).assign(content=lambda d: d.target * 0.5 + 3)  # scores far from 0, as essays'
     df["level"] = np.where(df.target < df.target.quantile(0.3), "hard", "easy")  # 70/30 classes
     df.to_csv(tmp_path / "t.csv", index=False)
-    kw = (dict(target_cols=("target", "content")) if task == "regression"
-          else dict(task="classification", target_cols=("level",), num_labels=3))  # a third class never seen
+    kw, comp = (({}, from_settings({"target_cols": ["target", "content"]})) if task == "regression"  # a third class never seen:
+                else ({"num_labels": 3}, from_settings({"task": "classification", "target_cols": ["level"]})))
     start = {}
     for on in (False, True):  # lr 0: the saved head is the head as it started
         out = tmp_path / f"r{on}"
         run_cv(cfg_for(tmp_path / "t.csv", out, tiny_bert, lr=0.0, head_lr=0.0, max_steps=2, only_folds=(0,),
-                       head_bias_mean=on, **kw))
+                       head_bias_mean=on, **kw), comp)
         start[on] = load_file(out / "fold0" / "kit_model.safetensors")
     folds = pd.read_csv(out / "folds.csv", dtype={"id": str})
     train = df[df.id.isin(folds.id[folds.fold != 0])]

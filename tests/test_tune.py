@@ -6,17 +6,19 @@ import shlex
 
 import optuna
 import pytest
-from test_reliability import assert_one_line_error
+from helpers import assert_one_line_error, one_fold_argv
 
 from utils import tune as tune_cli
 from utils.config import config_from_args
 from utils.runs import read_metrics
 
+# versions: tuning trials that are training runs (encoders and LoRA decoders)
+pytestmark = pytest.mark.versions
+
 
 def argv(tiny_csv, tiny_bert, out, *extra):
-    return ["--train-csv", str(tiny_csv), "--model", tiny_bert, "--out", str(out), "--folds", "2",
-            "--only-folds", "0", "--max-steps", "4", "--eval-every", "2", "--batch-size", "8",
-            "--no-progress", *extra]
+    """helpers.one_fold_argv with 4 steps: two validations a trial, for the pruner."""
+    return one_fold_argv(tiny_csv, tiny_bert, out, *extra, max_steps=4)
 
 
 def test_a_study_resumes_and_prints_the_command_of_its_best_trial(tiny_csv, tiny_bert, tmp_path, capsys):

@@ -24,6 +24,9 @@ from pathlib import Path
 
 import torch
 
+from .env import kaggle_input
+from .files import BACKBONE_CONFIG, BASE_FILES, KIT_CONFIG, file_sha256
+
 ATTENTION_AND_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 GIB = 1024**3
 
@@ -107,17 +110,55 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
 
 def gpu_has_bf16() -> bool:
     """bf16 with tensor cores: compute capability 8+ (A100, L4, H100), not a T4 (7.5), which
-    only emulates it."""
+    only emulates it (is_bf16_supported() answers True there, so it is not asked)."""
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
 
 
-def train_precision(precision: str, fam: Family, cuda: bool | None = None) -> str:
-    """The precision a family runs in: "auto" is bf16 on a GPU with bf16, fp16 on an older GPU
-    (fp32 for a family fp16 breaks: precision_note says why), fp32 off CUDA; any other value is
-    kept (an explicit fp16 for such a family too, with precision_note's warning)."""
-    cuda = torch.cuda.is_available() if cuda is None else cuda
-    if precision != "auto":
-        return precision
+_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+_ACCELERATE = {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What a run computes in, for training and for prediction alike (precision_for decides)."""
+
+    name: str  # fp32 | fp16 | bf16
+    note: str = ""  # why this family runs in another precision than an encoder would, or a warning
+    half_base: bool = True  # a frozen base loads in the half dtype (not at prediction off CUDA)
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The dtype of mixed-precision autocast; None: no autocast (fp32)."""
+        return None if self.name == "fp32" else _DTYPES[self.name]
+
+    @property
+    def weight_dtype(self) -> torch.dtype:
+        """The dtype a frozen base model loads in: half for AMP (its weights are never updated,
+        so no fp32 master copy is needed), fp32 otherwise."""
+        return _DTYPES[self.name] if self.half_base else torch.float32
+
+    @property
+    def grad_scaler(self) -> bool:
+        """Whether a GradScaler runs (fp16's narrow range underflows small gradients)."""
+        return self.name == "fp16"
+
+    @property
+    def accelerate(self) -> str:
+        """accelerate's mixed_precision value."""
+        return _ACCELERATE[self.name]
+
+    def autocast(self, device_type: str):
+        """The autocast context for a forward on `device_type`; a no-op in fp32."""
+        import contextlib
+
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=device_type, dtype=self.autocast_dtype)
+
+
+def _resolve(asked: str, fam: Family, cuda: bool) -> str:
+    if asked != "auto":
+        return asked
     if not cuda:
         return "fp32"
     if gpu_has_bf16():
@@ -125,21 +166,28 @@ def train_precision(precision: str, fam: Family, cuda: bool | None = None) -> st
     return "fp16" if fam.fp16 else "fp32"
 
 
-def precision_note(precision: str, fam: Family, cuda: bool | None = None) -> str:
-    """The line that says why this family runs in another precision than "auto" gives any
-    backbone here, or warns of an fp16 it breaks in; '' when there is nothing to say."""
-    mine, usual = train_precision(precision, fam, cuda), train_precision(precision, ENCODER, cuda)
+def precision_for(asked: str = "auto", fam: Family = None, device_type: str | None = None,
+                  training: bool = True) -> Precision:
+    """The one precision rule. `asked` (--precision: auto, fp32, fp16, bf16) for a backbone of
+    family `fam` (None: an encoder) on `device_type` ("cuda", "cpu"; None: CUDA when there is
+    one). "auto" is bf16 on a GPU with bf16 (compute capability 8+), fp16 on an older GPU (T4,
+    P100, V100), fp32 there for a family fp16 breaks (Gemma 2: the note says why), fp32 off
+    CUDA; an explicit value is kept (fp16 for such a family too, with the note's warning).
+    Training refuses fp16 without CUDA; prediction off CUDA loads a frozen base in fp32."""
+    fam = fam or ENCODER
+    cuda = torch.cuda.is_available() and device_type in (None, "cuda")
+    if asked not in ("auto", *_DTYPES):
+        raise ValueError(f"unknown precision {asked!r}; valid: auto, {', '.join(_DTYPES)}")
+    if training and asked == "fp16" and not cuda:
+        raise ValueError("--precision fp16 needs a CUDA GPU; on CPU use bf16 or fp32")
+    mine, usual = _resolve(asked, fam, cuda), _resolve(asked, ENCODER, cuda)
     if mine == "fp16" and not fam.fp16:
-        return (f"warning: {fam.name} in fp16 as asked: {fam.why}; a step that overflows gives NaN, "
+        note = (f"warning: {fam.name} in fp16 as asked: {fam.why}; a step that overflows gives NaN, "
                 "which the kit refuses (a fold keeps its best finite checkpoint, a submission is never "
                 "written with NaN); --precision auto runs it in bf16 or fp32")
-    return f"{fam.name} runs in {mine}, not {usual}: {fam.why}" if mine != usual else ""
-
-
-def weight_dtype(precision: str) -> torch.dtype:
-    """The dtype a frozen base model is loaded in for a resolved precision: half for AMP (its
-    weights are never updated, so no fp32 master copy is needed), fp32 otherwise."""
-    return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
+    else:
+        note = f"{fam.name} runs in {mine}, not {usual}: {fam.why}" if mine != usual else ""
+    return Precision(mine, note, half_base=training or cuda)
 
 
 # ----------------------------------------------------------------------------- LoRA and 4-bit
@@ -161,12 +209,12 @@ def check_4bit() -> None:
                          "for bitsandbytes' 4-bit kernels")
 
 
-def quantization_config(precision: str):
+def quantization_config(precision: Precision):
     """bitsandbytes' NF4 with double quantisation, computing in the run's precision."""
     from transformers import BitsAndBytesConfig
 
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                              bnb_4bit_compute_dtype=weight_dtype(precision))
+                              bnb_4bit_compute_dtype=precision.weight_dtype)
 
 
 def _peft():
@@ -220,9 +268,6 @@ def local_dir(name_or_dir: str) -> Path | None:
 
 def base_files(folder) -> dict:
     """{file name: sha256} of a base model folder's config and weight files."""
-    from .files import file_sha256
-    from .model import BASE_FILES
-
     folder = Path(folder)
     files = sorted({f for pattern in BASE_FILES for f in folder.glob(pattern) if f.is_file()})
     return {f.name: file_sha256(f) for f in files}
@@ -244,10 +289,6 @@ def kaggle_model_dirs(record: dict) -> list:
     part (gemma-2-9b-it; a Kaggle Model's variation, not its version number), then any whose
     backbone config is the recorded one (same sha256). A kit's fold folder (the models dataset)
     is never one."""
-    from .env import kaggle_input
-    from .files import file_sha256
-    from .model import BACKBONE_CONFIG, KIT_CONFIG
-
     root = kaggle_input()
     # A model trained from an attached Kaggle Model records .../<variation>/<version>: "1" would
     # match nearly any path.

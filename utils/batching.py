@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .competition import with_separator
+
 
 def _tokenize(texts, tokenizer):
     """(texts as a list, whether they are pairs, the tokenizer's whole encoding, no truncation)."""
-    from .competition import with_separator
-
     texts = with_separator(texts, tokenizer)
     pairs = bool(texts) and isinstance(texts[0], (tuple, list))
     first = [str(t[0]) if pairs else str(t) for t in texts]

@@ -24,8 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .competition import DEFAULT as DEFAULT_COMPETITION
-from .files import atomic_dir, write_json
-from .runs import BLEND, RUN_FILES, identity
+from .competition import CompetitionError, load_competition
+from .data import DataError
+from .eda import TEXTSTAT_VERSION
+from .ensemble import blend_weights, normalize_weights
+from .ensemble import read_blend as read_blend_json
+from .env import dataset_file_ref
+from .files import WEIGHTS, atomic_dir, fold_dirs, run_names, write_json
+from .fold import first_fold, read_fold
+from .runs import BLEND, RUN_FILES, check_runs, identity, run_competition
 from .wheels import WHEELS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]  # the project (pyproject.toml), when run from a checkout
@@ -166,7 +173,6 @@ def kernel_role(notebook) -> str:
 def join_datasets(comp) -> list:
     """OWNER/DATASET of each other Kaggle dataset whose tables the competition joins (train_joins
     and test_joins naming OWNER/DATASET/FILE), in order, once each: the kernels attach them."""
-    from .env import dataset_file_ref
 
     refs = []
     for file, *_ in (*comp.train_joins, *comp.test_joins):
@@ -200,18 +206,16 @@ def lora_bases(runs) -> dict:
     """{run folder name: its base model's recorded hub id or folder} of the runs trained with LoRA
     (their folds hold adapters only); runs that are not folders here, or unreadable, are left to
     check_runs."""
-    from .files import fold_dirs
-    from .model import KIT_CONFIG
-
     bases = {}
     for run in runs:
-        folds = fold_dirs(run, required=False)
+        if not fold_dirs(run, required=False):
+            continue
         try:
-            saved = json.loads((folds[0] / KIT_CONFIG).read_text()) if folds else {}
+            record = first_fold(run)
         except (OSError, ValueError):
             continue
-        if saved.get("model", {}).get("lora_r"):
-            bases[Path(run).name] = saved.get("base", {}).get("model", "its base model")
+        if record.lora:
+            bases[Path(run).name] = (record.base or {}).get("model", "its base model")
     return bases
 
 
@@ -235,7 +239,6 @@ def _size(path: Path) -> int:
 def add_wheels(dest: Path, src: Path) -> list:
     """Copy the notebooks' offline wheels (textstat 0.7.8 and its dependencies, for the EDA kernel,
     which installs them with `utils.wheels.ensure`) into dest/wheels/; their file names."""
-    from .eda import TEXTSTAT_VERSION
 
     wheels = sorted(Path(src).glob("*.whl"))
     if not any(w.name.lower().startswith(f"textstat-{TEXTSTAT_VERSION}-") for w in wheels):
@@ -273,11 +276,11 @@ def build_code(
 def _fold_predictions(folder: Path):
     import torch
 
-    from .model import KIT_CONFIG, TextModel
-    from .predict import predict_model
+    from .model import TextModel  # torch: utils.kaggle builds kernels and metadata without it
+    from .predict import predict_model  # torch, as above
 
     model, tok = TextModel.load(folder)
-    max_len = json.loads((folder / KIT_CONFIG).read_text()).get("train", {}).get("max_len", 256)
+    max_len = read_fold(folder).max_len
     with torch.no_grad():
         p = predict_model(model, tok, list(CHECK_TEXTS), max_len, precision="fp32", progress=False)
     return p
@@ -288,7 +291,10 @@ def export_fold(src: Path, dst: Path, half: bool = True, tol: float = FP16_TOL) 
     |prediction difference| against the source on CHECK_TEXTS, and fails above `tol`."""
     import numpy as np
 
-    from .model import KIT_CONFIG, WEIGHTS, TextModel, check_model_dir
+    from .model import (  # torch: utils.kaggle builds kernels and metadata without it
+        TextModel,
+        check_model_dir,
+    )
 
     check_model_dir(src)
     dst.mkdir(parents=True)
@@ -302,9 +308,7 @@ def export_fold(src: Path, dst: Path, half: bool = True, tol: float = FP16_TOL) 
             shutil.copy2(p, dst / p.name)
     if half:
         model, tok = TextModel.load(src)
-        extra = {
-            k: v for k, v in json.loads((src / KIT_CONFIG).read_text()).items() if k != "model"
-        }
+        extra = read_fold(src).run_record()
         with tempfile.TemporaryDirectory(prefix="fp16-", dir=dst.parent) as tmp:
             model.save(tmp, tok, extra=extra, half=True)
             shutil.move(str(Path(tmp) / WEIGHTS), dst / WEIGHTS)
@@ -326,9 +330,6 @@ def read_blend(path, runs) -> dict:
     no other run, each the run it was fitted on), its weights and weights_per_fold in the runs'
     order; fold k's pseudo-labels made from the bundle still use weights fitted without fold k's
     rows."""
-    from .data import DataError
-    from .ensemble import blend_weights, normalize_weights
-    from .ensemble import read_blend as read_blend_json
 
     try:
         blend = read_blend_json(path)
@@ -345,8 +346,6 @@ def read_blend(path, runs) -> dict:
 def export_run(run: Path, dst: Path, half: bool = True, tol: float = FP16_TOL) -> dict:
     """One run's finished folds (export_fold) and its summaries (utils.runs.RUN_FILES) into
     `dst`: {"max_diff", "weights_bytes", "source_weights_bytes"}."""
-    from .files import fold_dirs
-    from .model import WEIGHTS
 
     info = {"max_diff": 0.0, "weights_bytes": 0, "source_weights_bytes": 0}
     for fold in fold_dirs(run):
@@ -376,8 +375,6 @@ def build_models(
     The bundled blend.json records the identities of the bundled copies (fp16 weights, no
     training state: other runs than the trained ones by identity), so the submission kernel's
     utils.predict accepts it for them."""
-    from .files import run_names
-    from .predict import check_runs
 
     meta = dataset_metadata(owner, slug, license_name)
     runs = [Path(r) for r in runs]
@@ -532,8 +529,6 @@ def build_kernel(
 def bundle_competition(runs, competition: str = "", kernel_sources=None):
     """The bundle's competition: the one given, else the runs' own (local runs), else CommonLit;
     given and the runs' must agree."""
-    from .competition import CompetitionError, load_competition
-    from .predict import run_competition
 
     try:
         given = load_competition(competition) if competition else None
@@ -591,7 +586,6 @@ class BundlePlan:
 def plan_bundle(spec: BundleSpec) -> BundlePlan:
     """Every name of the bundle (slugs, runs, kernels), checked: a bad one fails here, before the
     slow work."""
-    from .files import fold_dirs
 
     check_owner(spec.owner)
     comp = bundle_competition(spec.runs, spec.competition, spec.kernel_sources)

@@ -10,17 +10,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cli import HelpFormatter, cli_error  # noqa: F401 (cli_error: re-exported)
-from .competition import BUILTIN, DEFAULT, LONG_TEXT
+from .competition import (
+    BUILTIN,
+    DEFAULT,
+    LONG_TEXT,
+    Competition,
+    described,
+    from_settings,
+    load_competition,
+)
 from .files import content_sha256, file_sha256  # noqa: F401 (re-exported)
-from .objective import OBJECTIVES, REGRESSION, get_objective
+from .objective import OBJECTIVES, REGRESSION
 from .pooling import POOLING_MODES
 
 # Without --competition, the column flags' defaults are the default competition's (CommonLit).
 _DEFAULT = BUILTIN[DEFAULT]
-
-# The settings a competition's description gives (utils.competition); the flags describe the data
-# only when no --competition is given.
-DESCRIBED = ("text_col", "target_cols", "id_col", "task", "standard_error_col")
 
 LOSSES = ("mse", "rmse", "se")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
@@ -32,12 +36,8 @@ class TrainConfig:
     train_csv: str = ""  # competition train.csv (required)
     out: str = ""  # run folder: fold{k}/, folds.csv, oof.csv, metrics.json (required)
     # A built-in slug or a competition.json: columns, input text, targets, task, metric, folds, fit
-    # (python -m utils.competition show). Empty: the four flags below describe the data.
+    # (python -m utils.competition show). Empty: the column flags (Columns) describe the data.
     competition: str = ""  # built-in slug or competition.json (empty: the column flags below)
-    text_col: str = _DEFAULT.text_cols[0]  # the column holding the text (without --competition)
-    target_cols: tuple = ("target",)  # several = multi-target regression (without --competition)
-    id_col: str = "id"  # the column of unique row ids (without --competition)
-    task: str = REGRESSION.name  # what the model is trained as: utils.objective's names (without --competition)
     num_labels: int = 0  # classification: number of classes (0 = infer from the data)
     max_rows: int = 0  # >0: train on a random subsample of this many rows (demo, smoke runs)
     drop_reference: bool = False  # leave out the reference row (target 0, se 0) everywhere
@@ -75,8 +75,7 @@ class TrainConfig:
     weight_decay: float = 0.01  # AdamW's, not on biases and norms
     warmup: float = 0.06  # fraction of steps of linear warmup, then cosine decay
     max_grad_norm: float = 1.0  # 0 = no clipping
-    loss: str = "mse"  # mse | rmse | se (standard-error-aware, uses standard_error_col)
-    standard_error_col: str = "standard_error"  # the per-row label noise loss se reads
+    loss: str = "mse"  # mse | rmse | se (standard-error-aware: the competition's standard_error_col)
     min_se: float = 0.05  # clamp tiny standard errors (the reference row has 0)
     precision: str = "auto"  # auto = bf16/fp16 AMP on CUDA, fp32 on CPU; or fp32 | fp16 | bf16
     group_by_length: bool = True  # shuffled batches of similar length (less padding)
@@ -104,7 +103,6 @@ class TrainConfig:
             ("pooling", POOLING_MODES),
             ("loss", LOSSES),
             ("precision", PRECISIONS),
-            ("task", tuple(OBJECTIVES)),
             ("attention_scorer", ("mlp", "linear")),
         ]
         if self.fit and self.fit not in LONG_TEXT:
@@ -114,8 +112,8 @@ class TrainConfig:
                 raise ValueError(
                     f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(valid)}"
                 )
-        if self.loss == "se" and (get_objective(self.task).classes or len(self.target_cols) != 1):
-            raise ValueError("loss 'se' needs a single regression target")
+        if self.max_len < 1:
+            raise ValueError(f"max_len must be >= 1 token, got {self.max_len}: the model would see no text")
         if self.folds < 2:
             raise ValueError(f"folds must be >= 2, got {self.folds}")
         bad = [k for k in self.only_folds if not 0 <= k < self.folds]
@@ -140,33 +138,55 @@ class TrainConfig:
 RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers", "log_with")
 
 
-def competition_of(cfg: TrainConfig):
-    """The run's competition: --competition's description, or the one its column flags describe
-    (competition.from_settings); a column flag given with --competition is an error."""
-    from .competition import described, from_settings, load_competition
+@dataclass(frozen=True)
+class Columns:
+    """The data described by flags, without --competition: they build the run's Competition at the
+    edge (utils.competition.from_settings), and TrainConfig never holds them."""
 
+    text_col: str = _DEFAULT.text_cols[0]  # the column holding the text (without --competition)
+    target_cols: tuple = ("target",)  # several = multi-target regression (without --competition)
+    id_col: str = "id"  # the column of unique row ids (without --competition)
+    task: str = REGRESSION.name  # what the model is trained as: utils.objective's names (without --competition)
+    standard_error_col: str = "standard_error"  # the per-row label noise loss se reads (without --competition)
+
+    def __post_init__(self):
+        if self.task not in OBJECTIVES:
+            raise ValueError(f"unknown task {self.task!r}; valid: {', '.join(OBJECTIVES)}")
+
+
+DESCRIBED = tuple(f.name for f in dataclasses.fields(Columns))  # what a description sets instead
+
+
+def competition_for(cfg: TrainConfig, columns: Columns | None = None) -> Competition:
+    """The run's competition, resolved once at the edge (CLI, notebook, tune): --competition's
+    description, else the one the column flags describe; both at once is an error."""
     if cfg.competition:
-        comp = load_competition(cfg.competition)
-        defaults, mine = {f.name: f.default for f in dataclasses.fields(TrainConfig)}, described(comp)
-        given = [k for k in DESCRIBED if getattr(cfg, k) not in (defaults[k], mine[k])]
-        if given:
-            raise ValueError(f"--{given[0].replace('_', '-')} comes from the competition ({comp.slug}) "
-                             f"with --competition: leave it out, or change it in a competition.json "
-                             f"(python -m utils.competition show {comp.slug} > competition.json)")
-        return comp
-    return from_settings(dataclasses.asdict(cfg))
+        if columns is not None and columns != Columns():
+            given = next(k for k in DESCRIBED if getattr(columns, k) != getattr(Columns(), k))
+            raise ValueError(f"--{given.replace('_', '-')} comes from the competition with --competition: "
+                             "leave it out, or change it in a competition.json (python -m utils.competition "
+                             f"show {cfg.competition} > competition.json)")
+        return load_competition(cfg.competition)
+    return from_settings(dataclasses.asdict(columns or Columns()))
 
 
-def resolve(cfg: TrainConfig) -> tuple[TrainConfig, object]:
-    """(the config with what the competition decides filled in, the competition): its columns and
-    task, and --fit "" as its long_text. Resolving twice gives the same."""
-    from .competition import described
+def for_competition(cfg: TrainConfig, comp: Competition) -> TrainConfig:
+    """The config as a run records it for `comp`: --fit "" as its long_text, and `competition` the
+    description itself when the column flags cannot say it (a Competition given in Python), so
+    that the recorded settings name the competition they trained for."""
+    fit = cfg.fit or comp.long_text
+    name = cfg.competition
+    if not name and from_settings(described(comp)) != comp:
+        name = comp.as_parameter()
+    elif name and load_competition(name) != comp:
+        raise ValueError(f"competition {comp.slug!r} given, but the config names {name!r}: give one of them")
+    return dataclasses.replace(cfg, fit=fit, competition=name)
 
-    comp = competition_of(cfg)
-    kw = described(comp)
-    if not cfg.fit:
-        kw["fit"] = comp.long_text
-    return dataclasses.replace(cfg, **kw), comp
+
+def check_settings(cfg: TrainConfig, comp: Competition) -> None:
+    """The settings this competition cannot train with, refused in one line."""
+    if cfg.loss == "se" and (comp.model_task != "regression" or len(comp.target_cols) != 1):
+        raise ValueError("loss 'se' needs a single regression target")
 
 
 # What a run was given by content, not by path (identity's keys -> what a user calls them).
@@ -175,22 +195,21 @@ CONTENT_KEYS = {"train_csv_sha256": "--train-csv's content", "folds_csv_sha256":
                 "competition_sha256": "--competition's file", "metric_sha256": "the competition's metric_file"}
 
 
-def identity(cfg: TrainConfig) -> dict:
-    """The fields that define a run: re-running with the same ones resumes it. Its inputs count
+def identity(cfg: TrainConfig, comp: Competition) -> dict:
+    """The fields that define a run: re-running with the same ones resumes it; the competition's
+    columns and task among them (what runs recorded before descriptions existed). Its inputs count
     by content: the same paths holding other data (a regenerated folds file, a backbone
     pretrained again into the same folder) are another run."""
     d = dataclasses.asdict(cfg)
     for k in RUN_CONTROL:
         d.pop(k)
+    d.update(described(comp))
     d["train_csv_sha256"] = content_sha256(cfg.train_csv)
     d["folds_csv_sha256"] = content_sha256(cfg.folds_csv)
     d["model_sha256"] = content_sha256(cfg.model)  # None for a hub name: the name is the identity
     if cfg.competition and Path(cfg.competition).is_file():  # a competition.json, by content
         d["competition_sha256"] = content_sha256(cfg.competition)
-        from .competition import load_competition
-
-        metric_code = load_competition(cfg.competition).metric_code
-        if metric_code:  # the metric of one's own, as read (its file may be edited between runs)
+        if comp.metric_code:  # the metric of one's own, as read (its file may be edited between runs)
             d["metric_sha256"] = hashlib.sha256(metric_code.encode()).hexdigest()
     if cfg.pseudo_csv and Path(cfg.pseudo_csv).is_file():
         # The file's content, not just its name: a resume cannot mix two sets of pseudo-labels.
@@ -256,7 +275,7 @@ def add_fields(p: argparse.ArgumentParser, cls, required=(), lists=None, special
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Command-line flags generated from TrainConfig: one per field, --kebab-case."""
+    """Command-line flags generated from TrainConfig and Columns: one per field, --kebab-case."""
     p = argparse.ArgumentParser(
         prog="python -m utils.train",
         description="Train K folds of an encoder + pooling + head; resumes finished folds.",
@@ -266,36 +285,45 @@ def build_parser() -> argparse.ArgumentParser:
                     help="validate more often as the score falls, RMSE:STEPS pairs, e.g. "
                          "0.50:16,0.49:8,0.48:4,0:1 (empty: every --eval-every steps)")
     add_fields(p, TrainConfig, required=("train_csv", "out", "model"),
-               lists={"target_cols": str, "only_folds": int, "lora_targets": str}, special={"eval_schedule": schedule})
+               lists={"only_folds": int, "lora_targets": str}, special={"eval_schedule": schedule})
+    add_fields(p.add_argument_group("the data, without --competition"), Columns, lists={"target_cols": str})
     return p
 
 
-def to_command(cfg: TrainConfig) -> str:
-    """The `python -m utils.train ...` command that makes this config (the settings that differ
-    from the defaults, run control left out): what a run records to be reproduced."""
-    import shlex
-
-    argv = ["python", "-m", "utils.train"]
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if f.name in RUN_CONTROL or value == f.default and f.name not in ("train_csv", "out", "model"):
-            continue
-        if cfg.competition and f.name in DESCRIBED:  # the competition's, filled in by resolve()
+def _flags(obj, skip=()) -> list:
+    """The flags that make a dataclass's values (those that differ from its defaults)."""
+    argv = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.name in skip or value == f.default and f.name not in ("train_csv", "out", "model"):
             continue
         flag = "--" + f.name.replace("_", "-")
         if isinstance(value, bool):
             argv.append(flag if value else "--no-" + flag[2:])
         elif f.name == "eval_schedule":
             argv += [flag, ",".join(f"{a:g}:{b}" for a, b in value)]
-        elif isinstance(value, tuple):
+        elif isinstance(value, (tuple, list)):
             argv += [flag, *map(str, value)]
         else:
             argv += [flag, str(value)]
+    return argv
+
+
+def to_command(cfg: TrainConfig, comp: Competition) -> str:
+    """The `python -m utils.train ...` command that makes this run (the settings that differ
+    from the defaults, run control left out; the column flags when no --competition names the
+    data): what a run records to be reproduced."""
+    import shlex
+
+    argv = ["python", "-m", "utils.train", *_flags(cfg, RUN_CONTROL)]
+    if not cfg.competition:
+        columns = {k: tuple(v) if isinstance(v, list) else v for k, v in described(comp).items()}
+        argv += _flags(Columns(**columns))
     return shlex.join(argv)
 
 
-def config_from_args(argv=None) -> TrainConfig:
-    """Parse command-line arguments into a TrainConfig."""
+def parse_args(argv=None) -> tuple[TrainConfig, Competition]:
+    """Command-line arguments -> (the TrainConfig, the run's Competition, resolved here once)."""
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     if args["competition"]:  # a column flag given at all (even with its default value) is refused
@@ -308,5 +336,11 @@ def config_from_args(argv=None) -> TrainConfig:
                              f"show {args['competition']} > competition.json)")
     for k in ("target_cols", "only_folds", "lora_targets"):
         args[k] = tuple(args[k])
-    return TrainConfig(**args)
+    columns = Columns(**{k: args.pop(k) for k in DESCRIBED})
+    cfg = TrainConfig(**args)
+    return cfg, competition_for(cfg, columns)
 
+
+def config_from_args(argv=None) -> TrainConfig:
+    """Parse command-line arguments into a TrainConfig (parse_args also gives the competition)."""
+    return parse_args(argv)[0]

@@ -1,6 +1,8 @@
-"""Competition CSVs (validated) and folds; light (pandas, scikit-learn: no torch).
+"""Competition CSVs (validated) and folds; light (pandas, scikit-learn: no torch). A leaf: it
+imports nothing of the kit, so every module may raise its DataError.
 
-Tokenized datasets, dynamic padding and batch orders are in utils.batching."""
+A competition's own tables (joins, its labels checked, its folds) are in utils.tables; tokenized
+datasets, dynamic padding and batch orders in utils.batching."""
 
 from __future__ import annotations
 
@@ -17,6 +19,14 @@ REFERENCE_ID = "436ce79fe"  # CommonLit's reference excerpt: target 0, standard_
 
 class DataError(ValueError):
     """Bad input data; the message names the file, the column and the first offending rows."""
+
+
+def label_text(value) -> str:
+    """A label as text, as a CSV writes it: 1 for 1.0, so that [0, 1] in a description and a
+    column of 0.0/1.0 name the same classes."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _rows(df: pd.DataFrame, bad: np.ndarray, id_col: str | None, limit: int = 5) -> str:
@@ -165,16 +175,6 @@ def make_folds(
     for k, (_, valid) in enumerate(splits):
         folds[valid] = k
     return folds
-
-
-def competition_folds(comp, df: pd.DataFrame, n_folds: int = 5, seed: int = 42) -> np.ndarray:
-    """make_folds as the competition's description makes them: grouped by its column (folds
-    "group"), stratified on its label (a classifier) or on its binned targets. Training, the EDA's
-    baselines and the benchmarks share these folds."""
-    from .objective import objective_of
-
-    group = comp.group_col if comp.folds == "group" else ""
-    return make_folds(df, n_folds, seed, comp.target_cols, objective_of(comp).classes, group)
 
 
 def read_folds(path, ids: pd.Series, n_folds: int | None = None) -> np.ndarray:

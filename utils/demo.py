@@ -15,7 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+from . import plots
 from .cli import HelpFormatter, cli_error, first_paragraph
+from .ensemble import read_blend
+from .env import DATA_FILES, competition_dir
+from .metrics import get_metric
 from .runs import BLEND, read_metrics
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -24,8 +28,6 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 def find_data(explicit: str = "") -> Path:
     """The folder holding train.csv, test.csv and sample_submission.csv (utils.env's lookup order;
     the submission follows the sample's columns and order); FileNotFoundError saying how to get them."""
-    from .env import DATA_FILES, competition_dir
-
     data = competition_dir(explicit or None)
     missing = [f for f in (*DATA_FILES, "sample_submission.csv") if not (data / f).is_file()]
     if missing:
@@ -114,10 +116,6 @@ def main(argv=None) -> int:
 def summary(runs: Path, names: list) -> None:
     """The demo's figures: each run's CV and folds in the competition's metric (utils.runs), the
     blend's CV, and the blend with TF-IDF + ridge."""
-    from . import plots
-    from .ensemble import read_blend
-    from .metrics import get_metric
-
     def cv(metric: str) -> str:  # "CV RMSE"
         return f"CV {get_metric(metric).title or metric}"
 

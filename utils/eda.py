@@ -5,7 +5,7 @@ utils.plots).
 
 Word, sentence and length counts are the kit's own (regex words); syllables and the readability
 formulas come from textstat, pinned to TEXTSTAT_VERSION so the numbers do not depend on the
-environment. Baselines are cross-validated on `utils.data.competition_folds`, the folds training uses, and
+environment. Baselines are cross-validated on `utils.tables.competition_folds`, the folds training uses, and
 return their out-of-fold predictions, so they can join a blend.
 """
 
@@ -20,9 +20,9 @@ import pandas as pd
 
 from . import runs
 from .competition import SEP, with_separator
-from .data import competition_folds
 from .metrics import get_metric
 from .objective import objective_of
+from .tables import competition_folds
 
 # Later releases download NLTK data at run time, which fails in an offline Kaggle kernel.
 TEXTSTAT_VERSION = "0.7.8"
@@ -341,8 +341,7 @@ def target_kind(comp) -> str:
     """What the competition's targets are, as its objective trains them: "values" (one value per
     target: regression), "classes" (one class label per row) or "labels" (several 0/1 labels, a
     probability each)."""
-    obj = objective_of(comp)
-    return "classes" if obj.classes else "values" if "values" in obj.scores else "labels"
+    return objective_of(comp).kind
 
 
 def constant_oof(comp, df: pd.DataFrame) -> np.ndarray:

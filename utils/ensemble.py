@@ -17,7 +17,7 @@ from scipy.optimize import minimize
 from .cli import HelpFormatter, cli_error, first_paragraph
 from .data import DataError
 from .files import run_names, write_json
-from .metrics import METRICS
+from .metrics import METRICS, apply_rule, get_metric
 from .runs import BLEND, FOLDS, check_same_competition, read_folds, read_oof
 from .runs import identity as run_identity
 
@@ -144,8 +144,6 @@ def honest_blend(P: np.ndarray, y: np.ndarray, folds: np.ndarray, objective, met
     decision rule (on the blend of the other folds' rows), fitted without fold k's rows, then
     applied to fold k. P (N, M, outputs). Returns (blended OOF (N, outputs), the CV score,
     {fold: weights}, {fold: rule} or None)."""
-    from .metrics import apply_rule
-
     out, labels = np.zeros((len(y), P.shape[2])), np.zeros(len(y), dtype=int)
     per_fold, rules = {}, {}
     for k in np.unique(folds):
@@ -184,8 +182,6 @@ def blend_report(runs, target="target", extra: dict | None = None) -> dict:
     one per run and target for values (each target on its RMSE). A metric with a decision rule
     scores every line with each fold's rule fitted on the other folds.
     """
-    from .metrics import get_metric
-
     m = load_members(runs, target)
     P, y, folds, names = m["P"], m["y"], m["folds"], list(m["names"])
     if extra:

@@ -12,6 +12,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
+# A fold folder's files (utils.model writes them, utils.fold reads them).
+KIT_CONFIG = "kit_config.json"  # the kit's record: model spec, training settings, competition, base
+WEIGHTS = "kit_model.safetensors"
+BACKBONE_CONFIG = "config.json"  # the backbone's architecture, in a model folder as in a hub model's
+FILES_NEEDED = (KIT_CONFIG, WEIGHTS, BACKBONE_CONFIG, "tokenizer_config.json")
+# The files of a base model that decide what it computes (a LoRA fold records their sha256).
+BASE_FILES = (BACKBONE_CONFIG, "*.safetensors", "*.bin")
+# A saved tokenizer also needs its vocabulary: tokenizer.json (fast) or a slow tokenizer's file.
+VOCAB_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spm.model", "sentencepiece.bpe.model")
+
 
 @contextlib.contextmanager
 def atomic_file(path):

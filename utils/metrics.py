@@ -257,6 +257,28 @@ def register_code(code: str, name: str, source: str = "metric_file") -> Metric:
     return m
 
 
+def check_on_sample(metric: Metric, y, pred, source: str = "metric_file") -> None:
+    """Score made-up predictions once, of the shapes training passes (truth y; outputs pred (N,
+    outputs), made labels as `metric.needs` says), so that a metric of one's own that fails, or
+    returns anything but a finite number on ordinary input, says so when its description is read,
+    not after a fold has trained: a ValueError, one line naming `source` (its file)."""
+    given = apply_rule(None, pred) if metric.needs == "labels" else pred
+    what = (f"a sample of {len(y)} ordinary rows (truth {np.shape(y)}, {metric.needs} {np.shape(given)}, "
+            "as training passes them)")
+    try:
+        s = metric.score(y, pred)
+    except Exception as e:  # noqa: BLE001 (any error in the user's metric, named)
+        raise ValueError(f"{source}: metric {metric.name!r} fails on {what}: {type(e).__name__}: {e}") from None
+    dtype = np.asarray(s).dtype if np.ndim(s) == 0 else None
+    if dtype is None or not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
+        shown = repr(s) if len(repr(s)) <= 60 else repr(s)[:57] + "..."
+        raise ValueError(f"{source}: metric {metric.name!r} returns {shown} ({type(s).__name__}) on {what}: "
+                         "a metric returns one number")
+    if not np.isfinite(float(s)):
+        raise ValueError(f"{source}: metric {metric.name!r} returns {float(s)} on {what}: a metric returns a "
+                         "finite number on ordinary predictions (else every checkpoint's score is NaN)")
+
+
 def get_metric(name: str) -> Metric:
     """The metric called `name`; an error listing the known ones."""
     if name not in METRICS:

@@ -12,8 +12,6 @@ weight files' sha256, utils.backbone.base_record); loading it finds that base mo
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -22,38 +20,12 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from . import backbone as bb
-from .files import write_json
-from .objective import REGRESSION
+from .files import BACKBONE_CONFIG, FILES_NEEDED, KIT_CONFIG, VOCAB_FILES, WEIGHTS  # noqa: F401
+from .fold import ModelSpec, read_fold, write_record
 from .pooling import build_pooling
 
 # transformers 5 names the dtype to load in `dtype`; 4.x, `torch_dtype`.
 _DTYPE_KEY = "dtype" if int(__import__("transformers").__version__.split(".")[0]) >= 5 else "torch_dtype"
-KIT_CONFIG = "kit_config.json"
-WEIGHTS = "kit_model.safetensors"
-BACKBONE_CONFIG = "config.json"  # the backbone's architecture, in a model folder as in a hub model's
-FILES_NEEDED = (KIT_CONFIG, WEIGHTS, BACKBONE_CONFIG, "tokenizer_config.json")
-# The files of a base model that decide what it computes (a LoRA fold records their sha256).
-BASE_FILES = (BACKBONE_CONFIG, "*.safetensors", "*.bin")
-# A saved tokenizer also needs its vocabulary: tokenizer.json (fast) or a slow tokenizer's file.
-VOCAB_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spm.model", "sentencepiece.bpe.model")
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What rebuilds a TextModel around a backbone config (saved as kit_config.json)."""
-
-    pooling: str = "attention"  # one of pooling.POOLING_MODES
-    attention_scorer: str = "mlp"  # "mlp" (Linear-Tanh-Linear) or "linear"
-    layers: int = 1  # pool a learned softmax-weighted mix of the last N hidden layers
-    num_outputs: int = 1  # regression targets, or classes for classification
-    task: str = REGRESSION.name  # what the head is trained as (utils.objective: regression, classification)
-    head_dropout: float = 0.0
-    target_names: tuple = ("target",)  # regression targets, or class labels
-    lora_r: int = 0  # LoRA rank (0: the whole backbone trains)
-    lora_alpha: float = 0.0  # LoRA's scale numerator (0: 2 x rank)
-    lora_dropout: float = 0.0
-    lora_targets: tuple = ()  # modules LoRA adapts (empty: the family's, utils.backbone.FAMILIES)
-    load_in_4bit: bool = False  # the frozen base in 4-bit NF4 (QLoRA; CUDA and bitsandbytes)
 
 
 class LayerMix(nn.Module):
@@ -84,14 +56,6 @@ def _reinit(module: nn.Module, std: float) -> None:
     elif isinstance(module, nn.LayerNorm):
         nn.init.ones_(module.weight)
         nn.init.zeros_(module.bias)
-
-
-def amp_precision(device_type: str = "cuda") -> str:
-    """What `precision="auto"` means on this machine for a backbone without precision traps:
-    'fp32' off CUDA; on CUDA 'bf16' from compute capability 8 (A100, L4, H100), 'fp16' below
-    it (T4, P100, V100). Not is_bf16_supported(): it answers True on a T4, which only emulates
-    bf16, without tensor cores. A family's own rule: utils.backbone.train_precision."""
-    return bb.train_precision("auto", bb.ENCODER, cuda=device_type == "cuda" and torch.cuda.is_available())
 
 
 def encoder_layers(backbone: nn.Module) -> nn.ModuleList:
@@ -134,13 +98,13 @@ class TextModel(nn.Module):
         backbone_dropout: bool = False,
         reinit_layers: int = 0,
         gradient_checkpointing: bool = False,
-        precision: str = "fp32",
+        precision: bb.Precision | str = "fp32",
         device_map=None,
         max_memory: dict | None = None,
     ) -> TextModel:
         """Pretrained encoder or decoder (hub name or local folder) with a fresh pooling layer and
-        head. With spec.lora_r, LoRA adapters on a frozen base loaded in `precision`'s dtype
-        (a resolved precision: fp32, fp16 or bf16), or in 4-bit with spec.load_in_4bit;
+        head. With spec.lora_r, LoRA adapters on a frozen base loaded in `precision`'s weight
+        dtype (utils.backbone.precision_for's, or a resolved name), or in 4-bit with spec.load_in_4bit;
         `device_map` (accelerate's: {"": 1}, or "auto" and `max_memory` to split a model over
         GPUs) places the base as it loads."""
         config = _pretrained(AutoConfig, name_or_dir)
@@ -156,7 +120,8 @@ class TextModel(nn.Module):
         # fp16 AMP's GradScaler refuses fp16 gradients).
         kw = {"attn_implementation": fam.attention} if fam.attention else {}
         if spec.lora_r:
-            dtype = bb.weight_dtype(precision)
+            precision = bb.Precision(precision) if isinstance(precision, str) else precision
+            dtype = precision.weight_dtype
             kw[_DTYPE_KEY] = dtype
             if spec.load_in_4bit:
                 bb.check_4bit()
@@ -248,7 +213,7 @@ class TextModel(nn.Module):
         save_file(state, str(folder / WEIGHTS))
         self.backbone.config.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        write_json(folder / KIT_CONFIG, {"model": asdict(self.spec), **extra})
+        write_record(folder, self.spec, extra)
 
     @classmethod
     def load(cls, folder, device="cpu", base: str | None = None, precision: str = "auto",
@@ -260,22 +225,17 @@ class TextModel(nn.Module):
         that does not fit one GPU), its inputs given on `device`, the first."""
         folder = Path(folder)
         check_model_dir(folder)
-        try:
-            saved = json.loads((folder / KIT_CONFIG).read_text())
-            spec = saved["model"]
-        except (ValueError, KeyError) as e:
-            raise ValueError(f"{folder / KIT_CONFIG} is corrupt ({e!r})") from None
-        spec = ModelSpec(**{**spec, "target_names": tuple(spec["target_names"]),
-                            "lora_targets": tuple(spec.get("lora_targets", ()))})
+        saved = read_fold(folder)
+        spec = saved.spec
         if spec.lora_r:
-            record = saved.get("base")
+            record = saved.base
             if not record:
                 raise ValueError(f"{folder / KIT_CONFIG} is a LoRA fold without its base model's record")
             base_dir = bb.find_base(record, base)
             fam = bb.family_of(AutoConfig.from_pretrained(folder))
-            on_gpu = torch.device(device).type == "cuda"
-            precision = bb.train_precision(precision, fam, cuda=on_gpu) if on_gpu else "fp32"
             placed = torch.device(device)
+            on_gpu = placed.type == "cuda"
+            precision = bb.precision_for(precision, fam, placed.type, training=False)
             device_map = "auto" if split else {"": placed.index or 0} if spec.load_in_4bit and on_gpu else None
             model = cls.from_backbone(str(base_dir), spec, precision=precision, device_map=device_map,
                                       max_memory=split)

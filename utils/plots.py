@@ -22,7 +22,7 @@ from matplotlib import cm, colors
 from . import eda, runs
 from .eda import FORMULAS, LABELS, STATS, TEXTSTAT_VERSION, sentence_count, words
 from .files import atomic_file, fold_dirs
-from .metrics import get_metric
+from .metrics import METRICS, get_metric, rmse
 from .objective import objective_of
 
 STYLE = {
@@ -72,9 +72,7 @@ def save_fig(fig, path, dpi: int = 110) -> Path:
 def _run_metric(run) -> tuple[str, bool]:
     """(the score a run's checkpoints were chosen by, whether greater is better): the metric its
     metrics.json names (utils.runs.read_metrics, older runs' too), else its competition's."""
-    from .metrics import METRICS
-
-    name = runs.read_metrics(run).get("metric") or runs.competition(run).metric_name
+    name = runs.read_metrics(run).get("metric") or runs.run_competition(run).metric_name
     return name, METRICS[name].greater_is_better
 
 
@@ -142,17 +140,15 @@ def oof_scatter(run, target: str = ""):
     line, RMSE and r. A 0/1 label predicted as a probability (several labels): the predicted
     probability's histogram for the rows without the label and for those with it, scored in the
     run's metric on that label."""
-    from .metrics import rmse
-
     oof = runs.read_oof(run, target or "target")
-    if oof.objective.classes:
+    if oof.objective.kind == "classes":
         raise ValueError(f"{run} predicts class probabilities ({', '.join(oof.preds)}): an OOF "
                          "scatter draws a regression target against its prediction")
     target = target or oof.truth[0]
     if target not in oof.truth:
         raise ValueError(f"{run} predicts {', '.join(oof.truth)}, not {target!r}")
     df, pred = oof.frame, oof.preds[oof.truth.index(target)]
-    if "values" not in oof.objective.scores:  # a probability per 0/1 label
+    if oof.objective.kind == "labels":  # a probability per 0/1 label
         return _label_histogram(run, df, target, pred, oof.metric)
     fig, ax = plt.subplots(figsize=(6, 6))
     for k, part in df.groupby("fold"):

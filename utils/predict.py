@@ -13,8 +13,6 @@ to the targets' range. With no sample submission beside the test file it stops, 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -25,43 +23,35 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from . import backbone as bb
 from .batching import Collator, TextDataset, sorted_batches
 from .cli import HelpFormatter, cli_error, first_paragraph, show_progress
-from .competition import Competition, read_split
+from .competition import Competition, load_competition
 from .data import DataError
 from .ensemble import blend_weights, normalize_weights, read_blend
 from .files import fold_dirs, write_csv
-from .model import KIT_CONFIG, TextModel, amp_precision
+from .fold import read_fold
+from .model import TextModel, _pretrained
 from .objective import get_objective, objective_of
-from .runs import BLEND, check_same_competition, read_metrics
-
-
-def _autocast(device: torch.device, precision: str):
-    if precision == "auto":
-        precision = amp_precision(device.type)
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+from .runs import BLEND, check_runs, check_runs_agree, read_metrics, run_competition, run_spec  # noqa: F401 (re-exported)
+from .tables import read_split
 
 
 @torch.no_grad()
 def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precision="auto",
                   progress=False, desc="predict", fit: str = "head") -> np.ndarray:
     """(N, outputs) predictions of one loaded model; batches sorted by length, results in input
-    order; texts longer than max_len fitted as in training (`fit`)."""
-    from . import backbone as bb
-
+    order; texts longer than max_len fitted as in training (`fit`), in `precision` as the
+    backbone's family runs it on this device (utils.backbone.precision_for)."""
     device = next(model.parameters()).device
-    if device.type == "cuda":  # "auto" as the family allows (Gemma 2: bf16 or fp32)
-        precision = bb.train_precision(precision, bb.family_of(model.backbone.config), cuda=True)
+    prec = bb.precision_for(precision, bb.family_of(model.backbone.config), device.type, training=False)
     ds = TextDataset(texts, tokenizer, max_len, fit=fit)
     dl = DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size),
                     collate_fn=Collator(tokenizer.pad_token_id or 0, padding_side=tokenizer.padding_side))
     out = np.zeros((len(ds), model.spec.num_outputs), dtype=np.float64)
     objective = get_objective(model.spec.task)
     for batch in tqdm(dl, desc=desc, disable=not show_progress(progress), leave=False):
-        with _autocast(device, precision):
+        with prec.autocast(device.type):
             p = model(batch["input_ids"].to(device), batch["attention_mask"].to(device)).float()
         out[batch["index"].numpy()] = objective.activate(p).cpu().numpy()
     return ds.per_text(out)  # windows of a long text (fit "windows") averaged
@@ -113,14 +103,11 @@ def model_bytes(folder) -> float:
     Linear weight in 4-bit), counted from its config without loading it."""
     from transformers import AutoConfig
 
-    from . import backbone as bb
-    from .model import _pretrained
-
-    spec = json.loads((Path(folder) / KIT_CONFIG).read_text())["model"]
+    spec = read_fold(folder).spec
     total, linear = bb.count_parameters(_pretrained(AutoConfig, folder))
-    if not spec.get("lora_r"):
+    if not spec.lora_r:
         return 4.0 * total
-    return bb.weight_bytes(total, linear, "fp16", bool(spec.get("load_in_4bit")))
+    return bb.weight_bytes(total, linear, "fp16", spec.load_in_4bit)
 
 
 def blank_texts(texts) -> np.ndarray:
@@ -145,20 +132,18 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
         loaded = [TextModel.load(folder, d, base_model, precision, split) for d in places]
         models, tokenizer = [m for m, _ in loaded], loaded[0][1]
         if i == 0 and places[0].type == "cuda":
-            from . import backbone as bb
-
-            note = bb.precision_note(precision, bb.family_of(models[0].backbone.config), cuda=True)
+            note = bb.precision_for(precision, bb.family_of(models[0].backbone.config), "cuda", training=False).note
             if note.startswith("warning"):
                 print(note, file=sys.stderr, flush=True)
-        saved = json.loads((folder / KIT_CONFIG).read_text())
-        length = max_len or saved["train"]["max_len"]
+        record = read_fold(folder)
+        length = max_len or record.max_len
         desc = f"{Path(run).name}/{folder.name}"
         p = np.zeros((len(blank), models[0].spec.num_outputs))
         if usable:
             p[~blank] = predict_replicas(models, tokenizer, usable, length, batch_size, precision,
-                                         progress, desc, saved["train"].get("fit", "head"))
+                                         progress, desc, record.fit)
         # Runs saved before the mean was recorded: the mean prediction of the usable rows.
-        p[blank] = saved.get("target_mean") or (p[~blank].mean(0) if usable else 0.0)
+        p[blank] = record.target_mean or (p[~blank].mean(0) if usable else 0.0)
         out[int(folder.name[4:])] = p
         del models, loaded
     return out
@@ -169,28 +154,6 @@ def predict_run(run, texts, **kw) -> np.ndarray:
     Keywords as predict_folds."""
     p = np.mean(list(predict_folds(run, texts, **kw).values()), axis=0)
     return get_objective(run_spec(run)["task"]).run_output(p)
-
-
-def run_spec(run) -> dict:
-    """The model spec a run's first finished fold saved (task, num_outputs, target_names, ...):
-    read from disk, no model loaded, so checks on it come before any slow work."""
-    folder = fold_dirs(run)[0]
-    try:
-        return json.loads((folder / KIT_CONFIG).read_text())["model"]
-    except (OSError, ValueError, KeyError) as e:
-        raise DataError(f"{folder / KIT_CONFIG} cannot be read as a kit model ({e!r})") from None
-
-
-def run_competition(run) -> Competition:
-    """The competition a run was trained for, from its first fold (no model loaded); a run saved
-    before runs recorded it: the one its column flags describe."""
-    folder = fold_dirs(run)[0]
-    saved = json.loads((folder / KIT_CONFIG).read_text())
-    if "competition" in saved:
-        return Competition.from_dict(saved["competition"], str(folder / KIT_CONFIG))
-    from .competition import from_settings
-
-    return from_settings(saved.get("train", {}))
 
 
 def decision_rule(runs, blend: dict | None = None) -> dict | None:
@@ -207,29 +170,6 @@ def decision_rule(runs, blend: dict | None = None) -> dict | None:
               "rounding); utils.ensemble fits the rule on the blend's out-of-fold predictions",
               file=sys.stderr, flush=True)
     return None
-
-
-def check_runs_agree(runs) -> dict:
-    """The runs' common spec; an error naming the run whose task or outputs differ (a blend of a
-    classifier and a regressor, or of runs with other targets, has no meaning)."""
-    first = run_spec(runs[0])
-    for run in runs[1:]:
-        spec = run_spec(run)
-        for key in ("task", "target_names"):
-            if spec.get(key) != first.get(key):
-                raise DataError(f"{run} predicts {key} {spec.get(key)!r} but {runs[0]} predicts "
-                                f"{first.get(key)!r}: only runs of the same task and targets blend")
-    return first
-
-
-def check_runs(runs) -> dict:
-    """The runs' common spec, from saved files only (before any model loads): each run has a
-    finished fold, all were trained for one competition (utils.runs.check_same_competition) and
-    predict the same outputs (check_runs_agree); one line naming the run that differs."""
-    for run in runs:
-        fold_dirs(run)
-    check_same_competition(runs)
-    return check_runs_agree(runs)
 
 
 def predict(runs, texts, weights=None, timings: dict | None = None, **kw) -> np.ndarray:
@@ -270,15 +210,23 @@ def submission_frame(comp: Competition, test: pd.DataFrame, preds: np.ndarray, s
 
 
 def match_sample(sub: pd.DataFrame, sample_path, comp: Competition) -> pd.DataFrame:
-    """The submission in sample_submission.csv's columns and row order; one line naming the file
-    when its columns or ids disagree with the description and the test file."""
+    """The submission in sample_submission.csv's columns and row order (the same columns in another
+    order are written in the sample's); one line naming the file when its columns or ids disagree
+    with the description and the test file, or it repeats an id."""
     sample_path = Path(sample_path)
     sample = pd.read_csv(sample_path, encoding="utf-8-sig", dtype={comp.id_col: str})
-    if list(sample.columns) != list(sub.columns):
-        raise DataError(f"{sample_path.name} has columns {list(map(str, sample.columns))} but the "
-                        f"competition's description ({comp.slug}) makes {list(sub.columns)}: fix "
-                        "id_col / target_cols / submission in its competition.json")
+    want, made = list(map(str, sample.columns)), list(map(str, sub.columns))
+    if sorted(want) != sorted(made):
+        missing, extra = [c for c in want if c not in made], [c for c in made if c not in want]
+        raise DataError(f"{sample_path.name} has columns {want} but the competition's description ({comp.slug}) "
+                        f"makes {made} (missing: {missing or 'none'}; not in the sample: {extra or 'none'}): "
+                        "fix id_col / target_cols / submission in its competition.json")
+    sub = sub.set_axis(made, axis=1)[want]  # the sample's column order
     ids, mine = sample[comp.id_col].astype(str), sub[comp.id_col].astype(str)
+    dup = ids[ids.duplicated()]
+    if len(dup):
+        raise DataError(f"{sample_path.name}: column {comp.id_col!r} repeats ids {sorted(set(dup))[:5]} "
+                        f"({len(dup)} repeated rows): a sample submission has one row per test id")
     if len(ids) != len(mine) or set(ids) != set(mine):
         odd = sorted(set(ids) ^ set(mine))[:5]
         raise DataError(f"{sample_path.name}'s ids differ from the test file's ({len(ids)} vs {len(mine)} "
@@ -301,8 +249,6 @@ def write_submission(path, test: pd.DataFrame, preds: np.ndarray, comp: Competit
     """Check and write the competition's submission (CommonLit's `id,target` by default), in
     `sample` (sample_submission.csv)'s columns and order (an error when that file is not there);
     None: in test order, said in a note on stderr; atomically."""
-    from .competition import load_competition
-
     comp = comp or load_competition()
     sub = submission_frame(comp, test, preds, spec, rule)
     numeric = sub.drop(columns=[comp.id_col]).select_dtypes("number")

@@ -38,6 +38,7 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from .backbone import precision_for
 from .batching import EpochBatches, TextDataset, sorted_batches, start_epoch
 from .cli import HelpFormatter, cli_error, show_progress
 from .config import PRECISIONS, add_fields, differences
@@ -435,7 +436,7 @@ def restore(state: dict, accelerator, model, optimizer, scheduler) -> tuple[floa
 def pretrain(cfg: PretrainConfig) -> dict:
     """Continue masked-LM training of cfg.model on cfg.texts; returns pretrain.json's content."""
     t0 = time.time()
-    accelerator = accelerator_for(cfg.precision)
+    accelerator = accelerator_for(precision_for(cfg.precision))
     log = accelerator.print
     out = Path(cfg.out)
     check_out(out, cfg.overwrite)

@@ -33,14 +33,14 @@ import numpy as np
 import pandas as pd
 
 from .cli import HelpFormatter, cli_error, first_paragraph
-from .competition import read_split
 from .data import DataError, folds_fingerprint, pseudo_info_path
 from .eda import plain_texts
-from .ensemble import blend_weights, normalize_weights
+from .ensemble import blend, blend_weights, normalize_weights
 from .files import run_names, write_csv, write_json
 from .objective import get_objective
 from .predict import blank_texts, check_runs, check_runs_agree, predict_folds, run_competition
 from .runs import BLEND, FOLDS, finished_folds, read_folds
+from .tables import read_split
 
 
 def normalized(text: str) -> str:
@@ -91,8 +91,6 @@ def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, 
     (needs two runs or more), and drops texts left with no label. `base_model`: a LoRA teacher's
     base model folder (else the recorded one is found: utils.backbone.find_base).
     """
-    from .ensemble import blend
-
     folds, _ = teachers_folds(runs)
     names = check_teachers(runs)
     check_max_std(runs, max_std)

@@ -28,7 +28,7 @@ import datetime
 import hashlib
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +36,10 @@ import pandas as pd
 
 from .cli import HelpFormatter, cli_error, first_paragraph
 from .competition import Competition, from_settings
-from .files import file_sha256, fold_dirs, write_csv, write_json
+from .data import DataError
+from .files import BACKBONE_CONFIG, file_sha256, fold_dirs, write_csv, write_json
+from .fold import first_fold
+from .metrics import METRICS
 from .objective import Objective, get_objective
 
 CONFIG = "config.json"
@@ -45,8 +48,6 @@ OOF = "oof.csv"
 METRICS = "metrics.json"
 HISTORY = "history.json"
 BLEND = "blend.json"  # utils.ensemble's output, beside the runs it blends
-# A fold's backbone config (utils.model's BACKBONE_CONFIG, not imported: this module stays light).
-BACKBONE_CONFIG = "config.json"
 RUN_FILES = (FOLDS, OOF, METRICS, CONFIG)  # a run's own summaries, beside its fold folders
 FOLD_SUMMARIES = (OOF, HISTORY)  # a fold folder's files that are not the model's
 
@@ -179,13 +180,18 @@ def has_metrics(run) -> bool:
     return (Path(run) / METRICS).is_file()
 
 
-def competition(run, target: str = "target") -> Competition:
-    """The competition a run was trained for: metrics.json's, else the one its config's column
-    flags describe (a run saved before runs recorded it); a folder with neither (a baseline's
-    OOF): a regression of `target`."""
+def run_competition(run, target: str = "target") -> Competition:
+    """The competition a run was trained for (the one place that says): metrics.json's record,
+    else its first finished fold's (utils.fold: a run copied without its summaries, such as a
+    models dataset), else the one its config's column flags describe (a run saved before runs
+    recorded it); a folder with none of them (a baseline's OOF): a regression of `target`."""
     recorded = read_metrics(run).get("competition")
     if recorded:
         return Competition.from_dict(recorded, str(Path(run) / METRICS))
+    if fold_dirs(run, required=False):
+        comp = first_fold(run).competition
+        if comp is not None:
+            return comp
     settings = read_config(run) if has_config(run) else {"target_cols": [target]}
     return from_settings(settings)
 
@@ -217,7 +223,7 @@ def read_oof(run, target: str = "target") -> Oof:
     if not has_oof(run):
         raise FileNotFoundError(f"{run} has no {OOF}: not a run folder with a finished fold")
     frame = pd.read_csv(run / OOF, dtype={"id": str})
-    comp = competition(run, target)
+    comp = run_competition(run, target)
     objective = get_objective(comp.model_task)
     truth = tuple(comp.target_cols[:1] if objective.classes else comp.target_cols)
     labels = objective.oof_labels(frame.columns) if objective.classes else None
@@ -257,16 +263,55 @@ def identity(run) -> str:
 
 def check_same_competition(runs, target: str = "target") -> Competition:
     """The runs' common competition; one line naming the run whose competition differs (runs of
-    two competitions never average or blend). `target`: as competition() takes it."""
-    first = competition(runs[0], target)
+    two competitions never average or blend). `target`: as run_competition() takes it."""
+    first = run_competition(runs[0], target)
     for run in runs[1:]:
-        comp = competition(run, target)
+        comp = run_competition(run, target)
         if comp != first:
-            what = (f"{comp.slug}" if comp.slug != first.slug
-                    else f"another description of {comp.slug}")
+            mine, theirs = first.to_dict(), comp.to_dict()
+            fields = [k for k in mine if mine[k] != theirs[k]]
+            short = lambda v: s if len(s := json.dumps(v)) <= 40 else s[:37] + "..."  # noqa: E731
+            what = (f"{comp.slug}" if comp.slug != first.slug else f"another description of {comp.slug} ("
+                    + "; ".join(f"{k} {short(theirs[k])} vs {short(mine[k])}" for k in fields[:2])
+                    + (f"; {len(fields) - 2} more fields differ" if len(fields) > 2 else "") + ")")
             raise ValueError(f"{run} was trained for {what} but {runs[0]} for {first.slug}: only "
                              "runs of the same competition average or blend")
     return first
+
+
+# ----------------------------------------------------------------------------- runs that predict together
+
+
+def run_spec(run) -> dict:
+    """The model spec a run's first finished fold saved (task, num_outputs, target_names, ...):
+    read from disk (utils.fold), no model loaded, so checks on it come before any slow work."""
+    try:
+        return asdict(first_fold(run).spec)
+    except ValueError as e:
+        raise DataError(str(e)) from None
+
+
+def check_runs_agree(runs) -> dict:
+    """The runs' common spec; an error naming the run whose task or outputs differ (a blend of a
+    classifier and a regressor, or of runs with other targets, has no meaning)."""
+    first = run_spec(runs[0])
+    for run in runs[1:]:
+        spec = run_spec(run)
+        for key in ("task", "target_names"):
+            if spec.get(key) != first.get(key):
+                raise DataError(f"{run} predicts {key} {spec.get(key)!r} but {runs[0]} predicts "
+                                f"{first.get(key)!r}: only runs of the same task and targets blend")
+    return first
+
+
+def check_runs(runs) -> dict:
+    """The runs' common spec, from saved files only (before any model loads): each run has a
+    finished fold, all were trained for one competition (utils.runs.check_same_competition) and
+    predict the same outputs (check_runs_agree); one line naming the run that differs."""
+    for run in runs:
+        fold_dirs(run)
+    check_same_competition(runs)
+    return check_runs_agree(runs)
 
 
 # ----------------------------------------------------------------------------- the table
@@ -332,7 +377,7 @@ def read_run(run: Path) -> dict:
     m = {} if problem else read_metrics(run)
     done = m.get("folds_done", [])
     todo = cfg.get("only_folds") or list(range(cfg.get("folds", 0)))
-    comp = from_settings(cfg).slug if problem else competition(run).slug
+    comp = from_settings(cfg).slug if problem else run_competition(run).slug
     git = m.get("git") or {}
     version = (m.get("versions") or {}).get("kit", "")
     if git.get("commit"):
@@ -405,8 +450,6 @@ def table(runs) -> pd.DataFrame:
     """Every run: the always-shown settings (`tuning` only when a run has LoRA adapters), those
     the runs differ in, CV, folds, minutes, date, code version; sorted by CV within each metric
     (best first: higher for F1 and kappa)."""
-    from .metrics import METRICS
-
     rows = [read_run(Path(r)) for r in runs]
     shown = [c for c in SHOWN if c != "tuning" or any(r["tuning"] != "full" for r in rows)]
     summarised = [k for c in shown for k in SUMMARISED.get(c, ())]

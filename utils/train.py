@@ -7,9 +7,12 @@ Outputs in OUT (each written atomically): fold{k}/ (self-contained model, its OO
 a fold is finished when its folder exists), folds.csv, oof.csv, metrics.json, config.json.
 Re-running the same command resumes: finished folds are skipped, an unfinished one restarts.
 
-The CV (metrics.json, each fold's checkpoint choice, the log lines) is scored on predictions as
-the submission writes them: clipped to the competition's target_range. oof.csv keeps the models'
-own outputs.
+The competition is resolved once, at the edge (the CLI, a notebook, utils.tune), and passed
+down: every function here takes the frozen Competition beside the TrainConfig.
+
+One rule for predictions: oof.csv holds them as the submission writes them (values clipped to the
+competition's target_range), and the CV (metrics.json, each fold's checkpoint choice, the log
+lines) is the competition's metric of exactly those, so anyone recomputing it from oof.csv gets it.
 """
 
 from __future__ import annotations
@@ -43,38 +46,39 @@ from .batching import (
     start_epoch,
 )
 from .cli import show_progress
-from .competition import read_split
+from .competition import Competition
 from .config import (
     CONTENT_KEYS,
     TrainConfig,
+    check_settings,
     cli_error,
-    competition_of,
-    config_from_args,
+    competition_for,
     differences,
+    for_competition,
     identity,
-    resolve,
+    parse_args,
+    to_command,
 )
 from .data import (
     REFERENCE_ID,
     DataError,
-    competition_folds,
     folds_fingerprint,
     read_folds,
     read_pseudo,
 )
-from .env import versions
+from .env import detect, versions
 from .files import atomic_dir
 from .metrics import get_metric
 from .model import (
     ModelSpec,
     TextModel,
     _pretrained,
-    amp_precision,
     encoder_layers,
     load_tokenizer,
     max_positions,
 )
-from .objective import Objective, get_objective
+from .objective import Objective, objective_of
+from .tables import competition_folds, read_split
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -90,53 +94,49 @@ class TrainingError(RuntimeError):
 # ----------------------------------------------------------------------------- data
 
 
-def load_train(cfg: TrainConfig) -> pd.DataFrame:
+def se_cols(cfg: TrainConfig, comp: Competition) -> list:
+    """The extra target column loss 'se' reads: the competition's per-row standard error."""
+    return [comp.standard_error_col or "standard_error"] if cfg.loss == "se" else []
+
+
+def load_train(cfg: TrainConfig, comp: Competition) -> pd.DataFrame:
     """Validated training frame (the competition's file and the tables it joins) after the
     optional reference-row drop and subsample."""
-    cfg, comp = resolve(cfg)
-    extra = (cfg.standard_error_col,) if cfg.loss == "se" else ()
-    df = read_split(comp, cfg.train_csv, "train", extra_cols=extra)
+    df = read_split(comp, cfg.train_csv, "train", extra_cols=tuple(se_cols(cfg, comp)))
     if cfg.drop_reference:
-        df = df[df[cfg.id_col] != REFERENCE_ID].reset_index(drop=True)
+        df = df[df[comp.id_col] != REFERENCE_ID].reset_index(drop=True)
     if cfg.max_rows and cfg.max_rows < len(df):
         df = df.sample(n=cfg.max_rows, random_state=cfg.fold_seed).reset_index(drop=True)
     return df
 
 
-def objective(cfg: TrainConfig) -> Objective:
-    """What the run's model outputs (its task, as utils.objective names it)."""
-    return get_objective(cfg.task)
-
-
-def class_labels(cfg: TrainConfig, df: pd.DataFrame) -> list | None:
+def class_labels(cfg: TrainConfig, comp: Competition, df: pd.DataFrame) -> list | None:
     """Sorted class labels (a classifier; None otherwise), checked against --num-labels."""
     try:
-        return objective(cfg).labels(df[cfg.target_cols[0]], cfg.num_labels, Path(cfg.train_csv).name,
-                                     competition_of(cfg).classes)
+        return objective_of(comp).labels(df[comp.target_cols[0]], cfg.num_labels, Path(cfg.train_csv).name,
+                                         comp.classes)
     except ValueError as e:
         raise DataError(str(e)) from None
 
 
-def targets_of(cfg: TrainConfig, df: pd.DataFrame, labels=None) -> np.ndarray:
+def targets_of(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, labels=None) -> np.ndarray:
     """(N, T) float targets (plus the standard error column for loss 'se'), or (N,) class ids."""
-    extra = [cfg.standard_error_col] if cfg.loss == "se" else []
-    return objective(cfg).targets(df, cfg.target_cols, labels, extra)
+    return objective_of(comp).targets(df, comp.target_cols, labels, se_cols(cfg, comp))
 
 
 # ----------------------------------------------------------------------------- metrics
 
 
-def scores(cfg: TrainConfig, y: np.ndarray, pred: np.ndarray, metric: str = "") -> dict:
-    """Metrics for predictions (N, outputs): the loss's own (log-loss and accuracy, or RMSE), and
-    the competition's `metric` (labels under its default rule: nothing is fitted on the rows
-    scored); 'score' is the one checkpoints minimise: the metric, as a loss."""
-    obj = objective(cfg)
-    out = obj.own_scores(y, pred, cfg.target_cols)
-    if metric and metric not in out:
-        m = get_metric(metric)
-        truth = obj.truth(y, len(cfg.target_cols))
-        out[metric] = m.score(truth, pred)
-        out["score"] = m.loss(truth, pred)
+def scores(comp: Competition, y: np.ndarray, pred: np.ndarray) -> dict:
+    """What a validation scores (the one place that decides), for predictions (N, outputs): the
+    loss's own figures (log-loss and accuracy, or RMSE), then the competition's metric (labels
+    under its default rule: nothing is fitted on the rows scored), which always wins its name;
+    'score' is what checkpoints minimise: the competition's metric, as a loss."""
+    obj, m = objective_of(comp), get_metric(comp.metric_name)
+    out = obj.own_scores(y, pred, comp.target_cols)
+    truth = obj.truth(y, len(comp.target_cols))
+    out[m.name] = m.score(truth, pred)
+    out["score"] = m.loss(truth, pred)
     return out
 
 
@@ -145,13 +145,14 @@ def as_submitted(comp, pred: np.ndarray) -> np.ndarray:
     target_range (utils.objective's submission_columns), so the CV is what the submission would
     score; class probabilities, and a competition without a range, unchanged."""
     rng = comp.target_range
-    return pred if get_objective(comp.model_task).classes or not rng else np.clip(pred, rng[0], rng[1])
+    return pred if objective_of(comp).classes or not rng else np.clip(pred, rng[0], rng[1])
 
 
-def compute_loss(cfg: TrainConfig, preds: torch.Tensor, y: torch.Tensor, weight=None) -> torch.Tensor:
+def compute_loss(cfg: TrainConfig, comp: Competition, preds: torch.Tensor, y: torch.Tensor,
+                 weight=None) -> torch.Tensor:
     """Training loss in fp32 (utils.objective's): preds (B, outputs), y (B, T[+1]) or (B,) class
     ids; `weight` (B,): per-row weights (pseudo rows mixed with real ones)."""
-    return objective(cfg).loss(preds, y, weight, len(cfg.target_cols), cfg.loss, cfg.min_se)
+    return objective_of(comp).loss(preds, y, weight, len(comp.target_cols), cfg.loss, cfg.min_se)
 
 
 # ----------------------------------------------------------------------------- optimisation
@@ -188,11 +189,6 @@ def eval_period(cfg: TrainConfig, best: float) -> int:
     return cfg.eval_every if not cfg.eval_schedule else cfg.eval_schedule[-1][1]
 
 
-def mixed_precision(cfg: TrainConfig) -> str:
-    """accelerate's mixed_precision value for cfg.precision on this machine."""
-    return accelerate_precision(run_precision(cfg))
-
-
 def backbone_config(cfg: TrainConfig):
     """The backbone's transformers config (its family: utils.backbone.family_of)."""
     from transformers import AutoConfig
@@ -200,31 +196,26 @@ def backbone_config(cfg: TrainConfig):
     return _pretrained(AutoConfig, cfg.model)
 
 
-def run_precision(cfg: TrainConfig) -> str:
-    """cfg.precision as this backbone trains on this machine: "auto" resolved by its family
-    (utils.backbone.train_precision: Gemma 2 in bf16 or fp32 unless fp16 is asked for)."""
-    return bb.train_precision(cfg.precision, bb.family_of(backbone_config(cfg)))
-
-
-def check_backbone(cfg: TrainConfig) -> str:
+def check_backbone(cfg: TrainConfig) -> bb.Precision:
     """What this backbone cannot do with these options, refused in one line before any work: a
-    pooling it cannot use, 4-bit loading without a CUDA GPU and bitsandbytes, a precision its
-    family breaks in. Returns the line that says why its family trains in another precision
-    than "auto" would give an encoder here, or warns of an fp16 it breaks in ('' when none)."""
+    pooling it cannot use, 4-bit loading without a CUDA GPU and bitsandbytes, fp16 without CUDA.
+    Returns the precision it trains in here (utils.backbone.precision_for: its `note` says why
+    its family trains in another precision than an encoder would, or warns of an fp16 it breaks
+    in)."""
     fam = bb.family_of(backbone_config(cfg))
     bb.check_pooling(cfg.pooling, fam)
     if cfg.load_in_4bit:
         bb.check_4bit()
-    return bb.precision_note(cfg.precision, fam)
+    return bb.precision_for(cfg.precision, fam)
 
 
-def memory_estimate(cfg: TrainConfig, device) -> str:
+def memory_estimate(cfg: TrainConfig, precision: bb.Precision, device) -> str:
     """The one line said before training: the estimated peak GPU memory of this run's backbone,
     precision, LoRA / 4-bit, max_len and micro-batch against the device's memory."""
     config = backbone_config(cfg)
     hidden = config.hidden_size
     head = hidden * hidden + 3 * hidden if "attention" in cfg.pooling else hidden
-    est = bb.estimate_memory(config, run_precision(cfg), cfg.batch_size, cfg.max_len, cfg.lora_r,
+    est = bb.estimate_memory(config, precision.name, cfg.batch_size, cfg.max_len, cfg.lora_r,
                              cfg.lora_targets, cfg.load_in_4bit, cfg.gradient_checkpointing, head,
                              cfg.lora_dropout)
     if device.type != "cuda":
@@ -233,31 +224,21 @@ def memory_estimate(cfg: TrainConfig, device) -> str:
     return bb.memory_line(est, props.total_memory, props.name)
 
 
-def accelerate_precision(precision: str) -> str:
-    """accelerate's mixed_precision value for a --precision value on this machine."""
-    cuda = torch.cuda.is_available()
-    precision = amp_precision() if precision == "auto" else precision
-    if precision == "fp16" and not cuda:
-        raise ValueError("--precision fp16 needs a CUDA GPU; on CPU use bf16 or fp32")
-    return {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}[precision]
-
-
-def make_accelerator(cfg: TrainConfig):
+def make_accelerator(cfg: TrainConfig, precision: bb.Precision):
     """An Accelerator for this config (one process, or each process of `accelerate launch`), with
     its trackers (--log-with) writing under OUT/logs."""
-    return accelerator_for(run_precision(cfg), cfg.grad_accum, cfg.log_with, Path(cfg.out) / "logs")
+    return accelerator_for(precision, cfg.grad_accum, cfg.log_with, Path(cfg.out) / "logs")
 
 
-def start_trackers(accelerator, cfg: TrainConfig) -> None:
+def start_trackers(accelerator, cfg: TrainConfig, comp: Competition) -> None:
     """accelerate's trackers for --log-with, the run's settings as their config (scalars)."""
     if not cfg.log_with:
         return
     if "wandb" in cfg.log_with.split(","):
-        from .env import detect
-
         if detect() == "kaggle":  # no network in a submission kernel: logs stay in the run
             os.environ.setdefault("WANDB_MODE", "offline")
-    config = {k: v if isinstance(v, (int, float, str, bool)) else json.dumps(v) for k, v in identity(cfg).items()}
+    config = {k: v if isinstance(v, (int, float, str, bool)) else json.dumps(v)
+              for k, v in identity(cfg, comp).items()}
     accelerator.init_trackers(Path(cfg.out).name, config=config)
 
 
@@ -283,12 +264,13 @@ def check_trackers(log_with: str) -> list:
     return names
 
 
-def accelerator_for(precision: str, grad_accum: int = 1, log_with: str = "", project_dir=None):
-    """An Accelerator for a --precision value (training here, masked-LM pretraining too)."""
+def accelerator_for(precision: bb.Precision, grad_accum: int = 1, log_with: str = "", project_dir=None):
+    """An Accelerator for a precision (utils.backbone.precision_for's; training here, masked-LM
+    pretraining too)."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
 
-    mp = accelerate_precision(precision)
+    mp = precision.accelerate
     trackers = dict(log_with=check_trackers(log_with), project_dir=str(project_dir)) if log_with else {}
     if AcceleratorState._shared_state and AcceleratorState().mixed_precision != mp:
         # A notebook or test that trains twice with different precisions in one process:
@@ -339,19 +321,18 @@ def predict_loader(model, loader, accelerator, n: int, obj: Objective) -> np.nda
     return result
 
 
-def pseudo_outputs(cfg: TrainConfig, labels=None) -> list:
+def pseudo_outputs(comp: Competition, labels=None) -> list:
     """The pseudo-label columns a run reads: its targets, or prob_<label> per class."""
-    obj = objective(cfg)
-    return obj.pseudo_columns(obj.output_names(cfg.target_cols, labels))
+    obj = objective_of(comp)
+    return obj.pseudo_columns(obj.output_names(comp.target_cols, labels))
 
 
-def pseudo_rows(cfg: TrainConfig, pseudo, fold: int, labels=None):
+def pseudo_rows(comp: Competition, pseudo, fold: int, labels=None):
     """(texts, (P, outputs) targets) of the pseudo-labels fold `fold` trains on: its own columns
     O_fold{k} (models that never saw its validation rows), else the shared O columns; class
     probabilities for a classifier (soft labels)."""
-    cfg, comp = resolve(cfg)
     df, per_fold = pseudo
-    cols = [f"{o}_fold{fold}" if per_fold else o for o in pseudo_outputs(cfg, labels)]
+    cols = [f"{o}_fold{fold}" if per_fold else o for o in pseudo_outputs(comp, labels)]
     df = df[df[cols].notna().all(axis=1)]  # left out of this fold by utils.pseudo --max-std
     return comp.input_texts(df), df[cols].to_numpy(dtype=np.float32)
 
@@ -375,15 +356,15 @@ class FoldData:
 def fold_data(cfg: TrainConfig, comp, df: pd.DataFrame, folds: np.ndarray, fold: int, pseudo=None) -> FoldData:
     """Stage 1, data: the fold's training and validation rows, tokenized; pseudo rows mixed in
     (losses weighted by --pseudo-weight) or kept apart (--pseudo-epochs)."""
-    obj = objective(cfg)
-    labels = class_labels(cfg, df)
-    y = targets_of(cfg, df, labels)
+    obj = objective_of(comp)
+    labels = class_labels(cfg, comp, df)
+    y = targets_of(cfg, comp, df, labels)
     tr, va = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
     tokenizer = load_tokenizer(cfg.model)
     texts = comp.input_texts(df)
     train_texts, train_y, weights, pseudo_ds, p_texts = [texts[i] for i in tr], y[tr], None, None, []
     if pseudo is not None:
-        p_texts, p_y = pseudo_rows(cfg, pseudo, fold, labels)
+        p_texts, p_y = pseudo_rows(comp, pseudo, fold, labels)
         if labels is not None:  # soft labels: the real rows' classes as one-hot probabilities
             train_y = obj.soft(train_y, len(labels))
         if cfg.pseudo_epochs:
@@ -397,14 +378,15 @@ def fold_data(cfg: TrainConfig, comp, df: pd.DataFrame, folds: np.ndarray, fold:
                     train_ds.n_truncated + valid_ds.n_truncated)
 
 
-def fold_model(cfg: TrainConfig, data: FoldData) -> tuple[TextModel, np.ndarray]:
+def fold_model(cfg: TrainConfig, comp: Competition, data: FoldData,
+               precision: bb.Precision) -> tuple[TextModel, np.ndarray]:
     """Stage 2, model: the backbone with a fresh pooling layer and head (after seeding), and the
     labelled training rows' mean output (class shares): what a blank text is predicted as, and
     where --head-bias-mean starts the head (targets far from 0, such as scores 1-5, are then
     there from the first step, not reached through the head's weights and the encoder's
     features)."""
-    obj = objective(cfg)
-    n_out = obj.num_outputs(cfg.target_cols, data.labels, cfg.num_labels)
+    obj = objective_of(comp)
+    n_out = obj.num_outputs(comp.target_cols, data.labels, cfg.num_labels)
     spec = ModelSpec(
         pooling=cfg.pooling,
         attention_scorer=cfg.attention_scorer,
@@ -412,7 +394,7 @@ def fold_model(cfg: TrainConfig, data: FoldData) -> tuple[TextModel, np.ndarray]
         num_outputs=n_out,
         task=obj.name,
         head_dropout=cfg.head_dropout,
-        target_names=obj.output_names(cfg.target_cols, data.labels),
+        target_names=obj.output_names(comp.target_cols, data.labels),
         lora_r=cfg.lora_r,
         lora_alpha=cfg.lora_alpha,
         lora_dropout=cfg.lora_dropout,
@@ -420,21 +402,21 @@ def fold_model(cfg: TrainConfig, data: FoldData) -> tuple[TextModel, np.ndarray]
         load_in_4bit=cfg.load_in_4bit,
     )
     model = TextModel.from_backbone(
-        cfg.model, spec, cfg.backbone_dropout, cfg.reinit_layers, cfg.gradient_checkpointing, run_precision(cfg)
+        cfg.model, spec, cfg.backbone_dropout, cfg.reinit_layers, cfg.gradient_checkpointing, precision
     )
-    target_mean = obj.target_mean(data.y[data.tr], len(cfg.target_cols), n_out)
+    target_mean = obj.target_mean(data.y[data.tr], len(comp.target_cols), n_out)
     if cfg.head_bias_mean:
         with torch.no_grad():
             model.head.bias.copy_(torch.as_tensor(obj.head_bias(target_mean), dtype=model.head.bias.dtype))
     return model, target_mean
 
 
-def fold_batches(cfg: TrainConfig, data: FoldData, fold: int, accelerator, soft: bool) -> dict:
+def fold_batches(cfg: TrainConfig, comp: Competition, data: FoldData, fold: int, accelerator, soft: bool) -> dict:
     """The batches: {phase: DataLoader} for the training phases ("labelled", and "pseudo"
     with --pseudo-epochs), their samplers (each epoch draws its order from them), the validation
     loader, and the phases in order: the pseudo rows alone first (1st place's order), then the
     real rows."""
-    collate = Collator(data.tokenizer.pad_token_id or 0, 8, objective(cfg).target_dtype(soft),
+    collate = Collator(data.tokenizer.pad_token_id or 0, 8, objective_of(comp).target_dtype(soft),
                        data.tokenizer.padding_side)
     samplers, loaders = {}, {}
     for phase, ds in (("labelled", data.train_ds), ("pseudo", data.pseudo_ds)):
@@ -451,13 +433,14 @@ def fold_batches(cfg: TrainConfig, data: FoldData, fold: int, accelerator, soft:
     return {"loaders": loaders, "samplers": samplers, "valid": valid, "phases": phases}
 
 
-def fold_optimisation(cfg: TrainConfig, data: FoldData, model, fold: int, accelerator, soft: bool):
+def fold_optimisation(cfg: TrainConfig, comp: Competition, data: FoldData, model, fold: int, accelerator,
+                      soft: bool):
     """Stage 3, optimisation: the batches (fold_batches), AdamW and the warmup + cosine schedule
     over the optimizer steps of every phase, prepared by accelerate; returns (model, optimizer,
     scheduler, {"loaders", "samplers", "phases", "valid", "total"})."""
     from transformers import get_cosine_schedule_with_warmup
 
-    b = fold_batches(cfg, data, fold, accelerator, soft)
+    b = fold_batches(cfg, comp, data, fold, accelerator, soft)
     optimizer = build_optimizer(model, cfg)
     model, optimizer, train_dl, valid_dl = accelerator.prepare(model, optimizer, b["loaders"]["labelled"], b["valid"])
     loaders = {"labelled": train_dl}
@@ -471,9 +454,11 @@ def fold_optimisation(cfg: TrainConfig, data: FoldData, model, fold: int, accele
     return model, optimizer, scheduler, {**b, "loaders": loaders, "valid": valid_dl, "total": total}
 
 
-def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator,
-               pseudo=None, on_validation=None):
-    """Train one fold from scratch; returns (model with the best weights, tokenizer, oof, history).
+def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator,
+               precision: bb.Precision, pseudo=None, on_validation=None):
+    """Train one fold from scratch in `precision` (the backbone's weights as they load; the
+    accelerator autocasts); returns (model with the best weights, tokenizer, oof, history). The
+    oof rows hold the predictions as the submission writes them (as_submitted).
 
     `on_validation(fold, step, metric value)`: called after each validation (a tuner's report;
     what it raises stops the run).
@@ -484,8 +469,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
     """
     from accelerate.utils import set_seed
 
-    cfg, comp = resolve(cfg)
-    metric, obj = get_metric(comp.metric_name), objective(cfg)
+    metric, obj = get_metric(comp.metric_name), objective_of(comp)
     set_seed(cfg.seed + fold)  # before the model: the head's initialisation is reproducible
     log = accelerator.print
     data = fold_data(cfg, comp, df, folds, fold, pseudo)
@@ -493,8 +477,8 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
         kept = {"head": "their first tokens kept", "head_tail": "their first and last tokens kept",
                 "windows": "read in overlapping windows, predictions averaged"}[cfg.fit]
         log(f"fold {fold}: {data.n_cut} of {len(df)} texts truncated to max_len {cfg.max_len} ({kept})")
-    model, target_mean = fold_model(cfg, data)
-    model, optimizer, scheduler, b = fold_optimisation(cfg, data, model, fold, accelerator, pseudo is not None)
+    model, target_mean = fold_model(cfg, comp, data, precision)
+    model, optimizer, scheduler, b = fold_optimisation(cfg, comp, data, model, fold, accelerator, pseudo is not None)
     loaders, samplers, phases, valid_dl, total = b["loaders"], b["samplers"], b["phases"], b["valid"], b["total"]
     y_va = data.y[data.va]
 
@@ -510,7 +494,7 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
         for i, batch in enumerate(dl):
             with accelerator.accumulate(model):
                 preds = model(batch["input_ids"], batch["attention_mask"])
-                loss = compute_loss(cfg, preds, batch["target"], batch.get("weight"))
+                loss = compute_loss(cfg, comp, preds, batch["target"], batch.get("weight"))
                 accelerator.backward(loss)
                 if accelerator.sync_gradients and cfg.max_grad_norm > 0:
                     accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -524,8 +508,9 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
             bar.update(1)
             end_of_epoch = i == len(dl) - 1
             if step >= next_eval or end_of_epoch or step == total:
-                pred = data.valid_ds.per_text(predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj))
-                m = scores(cfg, y_va, as_submitted(comp, pred), metric.name)  # OOF rows stay unclipped
+                pred = as_submitted(comp, data.valid_ds.per_text(
+                    predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj)))
+                m = scores(comp, y_va, pred)
                 improved = m["score"] < best
                 if improved:
                     best, best_pred = m["score"], pred
@@ -558,8 +543,8 @@ def train_fold(cfg: TrainConfig, df: pd.DataFrame, folds: np.ndarray, fold: int,
 
     final = fold_best(model, best_state, accelerator, fold, step, diverged)
     # Stage 5, the out-of-fold frame and the fold's history.
-    oof = obj.oof_frame(df[cfg.id_col].iloc[data.va].to_numpy(), df.iloc[data.va], y_va, best_pred,
-                        cfg.target_cols, data.labels, fold)
+    oof = obj.oof_frame(df[comp.id_col].iloc[data.va].to_numpy(), df.iloc[data.va], y_va, best_pred,
+                        comp.target_cols, data.labels, fold)
     info = {"fold": fold, "best_score": best, "steps": step, "seconds": time.time() - t0}
     info["n_train"], info["n_valid"], info["n_truncated"] = len(data.tr), len(data.va), data.n_cut
     info["n_pseudo"] = data.n_pseudo
@@ -593,12 +578,14 @@ def fold_best(model, best_state, accelerator, fold: int, step: int, diverged: in
     return final
 
 
-def train_fold_in_memory(cfg: TrainConfig, df, folds, fold: int, state: dict, pseudo=None, on_validation=None):
+def train_fold_in_memory(cfg: TrainConfig, comp: Competition, df, folds, fold: int, state: dict, pseudo=None,
+                         on_validation=None):
     """train_fold, restarted with half the micro-batch and twice the gradient accumulation after an
     out-of-memory error (accelerate's find_executable_batch_size, and its test of what such an
     error is): the effective batch, hence the optimizer steps and the schedule, stay the same.
     Said in one line; the fold's history records the micro-batch it used. `state` ({"accelerator",
-    "size"}) carries the micro-batch that fits, and its accelerator, on to the next folds."""
+    "size", "precision"}) carries the micro-batch that fits, and its accelerator, on to the next
+    folds."""
     import inspect
 
     from accelerate.utils import find_executable_batch_size
@@ -614,14 +601,14 @@ def train_fold_in_memory(cfg: TrainConfig, df, folds, fold: int, state: dict, ps
         if batch_size != state["size"]:
             state["accelerator"].free_memory()
             trackers = state["accelerator"].trackers
-            state["accelerator"] = accelerator_for(run_precision(cfg), ga)  # its accumulation steps
+            state["accelerator"] = accelerator_for(state["precision"], ga)  # its accumulation steps
             state["accelerator"].trackers = trackers
             state["accelerator"].print(
                 f"fold {fold}: out of memory at micro-batch {state['size']}; now {batch_size} x {ga} "
                 f"accumulation steps (effective batch {effective}: the same optimizer steps and schedule)")
             state["size"] = batch_size
-        result = train_fold(dataclasses.replace(cfg, batch_size=batch_size, grad_accum=ga), df, folds, fold,
-                            state["accelerator"], pseudo, on_validation)
+        result = train_fold(dataclasses.replace(cfg, batch_size=batch_size, grad_accum=ga), comp, df, folds, fold,
+                            state["accelerator"], state["precision"], pseudo, on_validation)
         result[3].update(batch_size=batch_size, grad_accum=ga)
         return result
 
@@ -666,24 +653,22 @@ def _hardware() -> dict:
     return {"cpu": cpu, "cpu_count": os.cpu_count(), "gpus": gpus, "gpu_count": len(gpus)}
 
 
-def provenance(cfg: TrainConfig) -> dict:
+def provenance(cfg: TrainConfig, comp: Competition) -> dict:
     """How to reproduce a run: the command that makes its config (and the command line it was
     started with, from a shell), the code's git commit, the hardware."""
-    from .config import to_command
-
-    out = {"command": to_command(cfg)}
+    out = {"command": to_command(cfg, comp)}
     if sys.argv and Path(sys.argv[0]).resolve() == Path(__file__).resolve():  # python -m utils.train
         out["argv"] = ["python", "-m", "utils.train", *sys.argv[1:]]
     return {**out, "git": _git(), "hardware": _hardware()}
 
 
-def prepare_out(cfg: TrainConfig, out: Path) -> None:
+def prepare_out(cfg: TrainConfig, comp: Competition, out: Path) -> None:
     """Check that OUT can hold this run (same arguments, or --overwrite), and record them."""
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".*.tmp"):  # left by a killed process; never read
         shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink()
     if runs.has_config(out):
-        saved, current = runs.read_config(out), identity(cfg)
+        saved, current = runs.read_config(out), identity(cfg, comp)
         defaults = json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(TrainConfig)}))
         defaults["fit"] = "head"  # what every run did before --fit existed
         for key in list(current):
@@ -701,20 +686,33 @@ def prepare_out(cfg: TrainConfig, out: Path) -> None:
             )
         if diff:
             runs.remove_results(out)
-    runs.write_config(out, identity(cfg))
+    runs.write_config(out, identity(cfg, comp))
 
 
-def assign_folds(cfg: TrainConfig, df: pd.DataFrame, out: Path) -> np.ndarray:
+def assign_folds(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, out: Path) -> np.ndarray:
     """Folds from --folds-csv, else from OUT/folds.csv (resume), else as the competition makes
     them: its folds file (beside the train file), grouped by its column, or stratified."""
-    cfg, comp = resolve(cfg)
-    ids = df[cfg.id_col]
+    ids = df[comp.id_col]
     source = cfg.folds_csv or (runs.folds_path(out) if runs.has_folds(out) else "")
     if not source and comp.folds == "file":
         source = Path(cfg.train_csv).parent / comp.folds_file
     if source:
         return read_folds(source, ids, cfg.folds)
     return competition_folds(comp, df, cfg.folds, cfg.fold_seed)
+
+
+def check_max_len(cfg: TrainConfig, comp: Competition) -> None:
+    """--max-len within what the backbone takes, and above what its special tokens use alone (a
+    model that would see no text), refused in one line."""
+    limit = max_positions(cfg.model)
+    if limit and cfg.max_len > limit:
+        raise ValueError(f"--max-len {cfg.max_len} is above what {cfg.model} takes ({limit} tokens): "
+                         f"use --max-len {limit} or less (--fit head_tail keeps a long text's end too)")
+    special = load_tokenizer(cfg.model).num_special_tokens_to_add(pair=comp.text_pair)
+    if cfg.max_len <= special:
+        raise ValueError(f"--max-len {cfg.max_len} leaves no room for text: {cfg.model} adds {special} special "
+                         f"token(s) to each{' text pair' if comp.text_pair else ' text'}; use --max-len "
+                         f"{special + 1} or more (e.g. 256)")
 
 
 def metric_summary(metric, truth: np.ndarray, pred: np.ndarray, folds: np.ndarray) -> dict:
@@ -738,12 +736,12 @@ def metric_summary(metric, truth: np.ndarray, pred: np.ndarray, folds: np.ndarra
     return res
 
 
-def own_figures(cfg: TrainConfig, truth: np.ndarray, pred: np.ndarray, folds: np.ndarray, metric) -> dict:
+def own_figures(comp: Competition, truth: np.ndarray, pred: np.ndarray, folds: np.ndarray, metric) -> dict:
     """metrics.json's `per_metric`: the loss's own figures (RMSE per target, log-loss, accuracy)
     over the OOF rows and per fold, where they are not the competition's metric itself."""
-    obj, done = objective(cfg), sorted(int(k) for k in np.unique(folds))
-    per_fold = {k: obj.own_scores(truth[folds == k], pred[folds == k], cfg.target_cols) for k in done}
-    overall = obj.own_scores(truth, pred, cfg.target_cols)
+    obj, done = objective_of(comp), sorted(int(k) for k in np.unique(folds))
+    per_fold = {k: obj.own_scores(truth[folds == k], pred[folds == k], comp.target_cols) for k in done}
+    overall = obj.own_scores(truth, pred, comp.target_cols)
     out = {}
     for name in obj.own_metrics:
         if name == metric.name and not isinstance(overall.get(f"{name}_per_target"), dict):
@@ -754,17 +752,16 @@ def own_figures(cfg: TrainConfig, truth: np.ndarray, pred: np.ndarray, folds: np
     return out
 
 
-def summarize(cfg: TrainConfig, out: Path) -> dict:
+def summarize(cfg: TrainConfig, comp: Competition, out: Path) -> dict:
     """Rebuild OUT's OOF rows and metrics from the finished folds (utils.runs writes them)."""
-    cfg, comp = resolve(cfg)
     done = runs.finished_folds(out)
     oof = runs.collect_oof(out)
     seconds = {k: round(runs.read_history(out, k)["seconds"], 1) for k in done}
-    truth, pred = objective(cfg).oof_arrays(oof, cfg.target_cols)
-    pred = as_submitted(comp, pred)  # scored as the submission is: clipped to target_range
+    truth, pred = objective_of(comp).oof_arrays(oof, comp.target_cols)
+    pred = as_submitted(comp, pred)  # oof.csv holds them so; a run's folds from before it did: clipped here
     folds, metric = oof["fold"].to_numpy(), get_metric(comp.metric_name)
     metrics = metric_summary(metric, truth, pred, folds)
-    per_metric = own_figures(cfg, truth, pred, folds, metric)
+    per_metric = own_figures(comp, truth, pred, folds, metric)
     if per_metric:
         metrics["per_metric"] = per_metric
     metrics.update(
@@ -772,49 +769,49 @@ def summarize(cfg: TrainConfig, out: Path) -> dict:
         folds_done=done,
         n_oof=len(oof),
         seconds_per_fold=seconds,
-        config=identity(cfg),
+        config=identity(cfg, comp),
         versions=versions(),
-        **provenance(cfg),
+        **provenance(cfg, comp),
     )
     runs.write_metrics(out, metrics)
     return metrics
 
 
-def run_cv(cfg: TrainConfig, on_validation=None) -> dict:
-    """Train every fold not finished yet (or just cfg.only_folds); returns metrics.json's content.
+def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None) -> dict:
+    """Train every fold not finished yet (or just cfg.only_folds) for the competition `comp`
+    (None: the one cfg.competition names, CommonLit when empty); returns metrics.json's content.
     `on_validation(fold, step, value)`: called after each validation (utils.tune's pruning)."""
-    cfg, comp = resolve(cfg)  # the competition's columns, task and fit: what the run records
-    family_note = check_backbone(cfg)
-    accelerator = make_accelerator(cfg)
+    comp = comp if comp is not None else competition_for(cfg)
+    cfg = for_competition(cfg, comp)  # --fit "" as the competition's long_text: what the run records
+    check_settings(cfg, comp)
+    precision = check_backbone(cfg)
+    accelerator = make_accelerator(cfg, precision)
     # Says how many processes really train (`accelerate launch --num_processes 2` on a machine
-    # without GPUs starts only one; see README for the CPU command).
+    # without GPUs starts only one; docs/training.md has the CPU command).
     accelerator.print(f"{accelerator.num_processes} process(es) on {accelerator.device.type}, "
                       f"mixed precision {accelerator.mixed_precision}")
-    if family_note:
-        accelerator.print(family_note)
+    if precision.note:
+        accelerator.print(precision.note)
     out = Path(cfg.out)
     if accelerator.is_main_process:
-        prepare_out(cfg, out)
+        prepare_out(cfg, comp, out)
     accelerator.wait_for_everyone()
-    start_trackers(accelerator, cfg)
+    start_trackers(accelerator, cfg, comp)
     if not show_progress(cfg.progress):  # transformers' own bars (loading weights) too
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    limit = max_positions(cfg.model)
-    if limit and cfg.max_len > limit:
-        raise ValueError(f"--max-len {cfg.max_len} is above what {cfg.model} takes ({limit} tokens): "
-                         f"use --max-len {limit} or less (--fit head_tail keeps a long text's end too)")
-    accelerator.print(memory_estimate(cfg, accelerator.device))
-    df = load_train(cfg)
-    folds = assign_folds(cfg, df, out)
+    check_max_len(cfg, comp)
+    accelerator.print(memory_estimate(cfg, precision, accelerator.device))
+    df = load_train(cfg, comp)
+    folds = assign_folds(cfg, comp, df, out)
     if accelerator.is_main_process:
-        runs.write_folds(out, df[cfg.id_col], folds)
+        runs.write_folds(out, df[comp.id_col], folds)
     todo = cfg.only_folds or tuple(range(cfg.folds))
     pseudo = None
     if cfg.pseudo_csv:
-        fingerprint = folds_fingerprint(df[cfg.id_col], folds)
-        outputs = pseudo_outputs(cfg, class_labels(cfg, df))
+        fingerprint = folds_fingerprint(df[comp.id_col], folds)
+        outputs = pseudo_outputs(comp, class_labels(cfg, comp, df))
         pseudo = read_pseudo(cfg.pseudo_csv, comp.text_cols, fingerprint, todo, outputs, comp.id_col)
         if not pseudo[1]:
             accelerator.print(f"warning: {Path(cfg.pseudo_csv).name} has only '{outputs[0]}', no "
@@ -825,19 +822,19 @@ def run_cv(cfg: TrainConfig, on_validation=None) -> dict:
                           + (f"({cfg.pseudo_epochs} epoch(s) alone first)" if cfg.pseudo_epochs
                              else f"(mixed, weight {cfg.pseudo_weight:g})"))
     metrics = {}
-    memory = {"accelerator": accelerator, "size": cfg.batch_size}  # the micro-batch that fits
+    memory = {"accelerator": accelerator, "size": cfg.batch_size, "precision": precision}  # the micro-batch that fits
     for fold in todo:
         if (out / f"fold{fold}").is_dir():
             accelerator.print(f"fold {fold}: finished earlier, skipped")
             continue
-        model, tokenizer, oof, info = train_fold_in_memory(cfg, df, folds, fold, memory, pseudo, on_validation)
+        model, tokenizer, oof, info = train_fold_in_memory(cfg, comp, df, folds, fold, memory, pseudo, on_validation)
         if accelerator.is_main_process:
             with atomic_dir(out / f"fold{fold}") as tmp:
                 model.save(tmp, tokenizer, extra={"fold": fold, "score": info["best_score"],
                                                   "target_mean": info["target_mean"],
-                                                  "train": identity(cfg), "competition": comp.to_dict()})
+                                                  "train": identity(cfg, comp), "competition": comp.to_dict()})
                 runs.write_fold_summaries(tmp, oof, info)
-            metrics = summarize(cfg, out)
+            metrics = summarize(cfg, comp, out)
             accelerator.print(
                 f"fold {fold}: best {metrics['metric']} {metrics['fold_score'][fold]:.4f} in "
                 f"{info['seconds']:.0f}s | cv {metrics['metric']} over folds {metrics['folds_done']}: "
@@ -846,29 +843,30 @@ def run_cv(cfg: TrainConfig, on_validation=None) -> dict:
         accelerator.wait_for_everyone()
         del model
     if accelerator.is_main_process and not metrics and runs.finished_folds(out):
-        metrics = summarize(cfg, out)
+        metrics = summarize(cfg, comp, out)
     if cfg.log_with:
         accelerator.end_training()
     return metrics
 
 
-def launch(cfg: TrainConfig, num_processes: int = 1) -> dict:
+def launch(cfg: TrainConfig, num_processes: int = 1, comp: Competition | None = None) -> dict:
     """run_cv in this process, or on `num_processes` GPUs/processes from a notebook (Kaggle T4 x2)
     through accelerate's notebook_launcher; returns the run's metrics.json content."""
+    comp = comp if comp is not None else competition_for(cfg)  # resolved here, once
     if num_processes > 1:
         from accelerate import notebook_launcher
 
         check_trackers(cfg.log_with)  # here, not once in each launched process
-        notebook_launcher(run_cv, args=(cfg,), num_processes=num_processes)
+        notebook_launcher(run_cv, args=(cfg, comp), num_processes=num_processes)
         return runs.read_metrics(cfg.out)
-    return run_cv(cfg)
+    return run_cv(cfg, comp)
 
 
 def main(argv=None) -> int:
     """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
     try:
-        cfg = config_from_args(argv)
-        run_cv(cfg)
+        cfg, comp = parse_args(argv)
+        run_cv(cfg, comp)
     except (DataError, RunError, TrainingError, ValueError, OSError) as e:
         return cli_error(e)
     return 0

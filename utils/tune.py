@@ -27,7 +27,11 @@ import sys
 import time
 from pathlib import Path
 
+from . import train
+from .backbone import family_of
 from .cli import cli_error, first_paragraph
+from .config import build_parser, competition_for, for_competition, parse_args, to_command
+from .metrics import get_metric
 
 # name -> how Optuna draws it: ("log", low, high), ("float", low, high), ("int", low, high), ("cat", choices)
 SPACE = {
@@ -60,13 +64,10 @@ STRIDE = 10**6
 def space_for(base) -> dict:
     """SPACE as the trials' run searches it: LORA_SPACE's ranges for a LoRA run, DECODER_SPACE's
     for a decoder backbone (its family, utils.backbone.family_of)."""
-    from .backbone import family_of
-    from .train import backbone_config
-
     space = dict(SPACE)
     if base.lora_r:
         space.update(LORA_SPACE)
-    if family_of(backbone_config(base)).decoder:
+    if family_of(train.backbone_config(base)).decoder:
         space.update(DECODER_SPACE)
     return space
 
@@ -95,20 +96,27 @@ def suggest(trial, name: str, space: dict | None = None):
     return trial.suggest_categorical(name, list(spec[0]))
 
 
-def tune(base, space, trials: int, out, pruner=None, sampler=None, log=print) -> dict:
-    """Run the study in OUT/study.db until it holds `trials` finished trials (complete or pruned);
+def require_optuna():
+    """The optuna module; without it, a ValueError saying how to install it (an optional package:
+    the kit trains without it)."""
+    try:
+        import optuna
+    except ImportError:
+        raise ValueError("python -m utils.tune needs Optuna, which is not installed: pip install "
+                         "'optuna>=3.0'") from None
+    return optuna
+
+
+def tune(base, space, trials: int, out, pruner=None, sampler=None, log=print, comp=None) -> dict:
+    """Run the study in OUT/study.db until it holds `trials` finished trials (complete or pruned)
+    for the competition `comp` (None: the one base.competition names), resolved once here;
     returns {"best": params, "value", "command", "n_complete", "n_pruned", "minutes"}."""
-    import optuna
-
-    from .config import resolve, to_command
-    from .metrics import get_metric
-    from .train import run_cv
-
+    optuna = require_optuna()
     check_space(base, space)
     ranges = space_for(base)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    comp = resolve(base)[1]
+    comp = comp if comp is not None else competition_for(base)
     metric = get_metric(comp.metric_name)
     study = optuna.create_study(
         study_name="kit", storage=f"sqlite:///{out / 'study.db'}", load_if_exists=True,
@@ -134,9 +142,9 @@ def tune(base, space, trials: int, out, pruner=None, sampler=None, log=print) ->
                 trial.set_user_attr("minutes", (time.time() - t0) / 60)
                 raise optuna.TrialPruned(f"{metric.name} {value:.4f} at fold {fold} step {step}")
 
-        m = run_cv(cfg, on_validation=report)
+        m = train.run_cv(cfg, comp, on_validation=report)  # looked up when called (tests replace it)
         trial.set_user_attr("minutes", (time.time() - t0) / 60)
-        trial.set_user_attr("command", to_command(resolve(cfg)[0]))
+        trial.set_user_attr("command", to_command(for_competition(cfg, comp), comp))
         return m["cv"]
 
     counted = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
@@ -158,8 +166,6 @@ def tune(base, space, trials: int, out, pruner=None, sampler=None, log=print) ->
 
 def main(argv=None) -> int:
     """CLI: utils.train's options plus --trials and --space."""
-    from .config import build_parser, config_from_args
-
     p = build_parser()
     p.prog, p.description = "python -m utils.tune", first_paragraph(__doc__)
     p.add_argument("--trials", type=int, default=20, help="finished trials the study should hold (a rerun adds the rest)")
@@ -172,8 +178,9 @@ def main(argv=None) -> int:
             i = train_argv.index(flag)
             del train_argv[i:i + 2]
     try:
-        base = config_from_args(train_argv)
-        res = tune(base, [s for s in args.space.split(",") if s], args.trials, base.out)
+        require_optuna()  # before reading any data
+        base, comp = parse_args(train_argv)
+        res = tune(base, [s for s in args.space.split(",") if s], args.trials, base.out, comp=comp)
     except (ValueError, OSError, RuntimeError) as e:
         return cli_error(e)
     print(f"best trial {res['trial']}: {res['metric']} {res['value']:.4f} ({res['n_complete']} complete, "

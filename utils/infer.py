@@ -1,0 +1,192 @@
+"""A competition description guessed from its CSVs (`python -m utils.competition init`): the
+sample submission names the id and the targets, the training targets the task, the training
+file's text lengths the input; each choice comes with the reason it was made, for the user to
+check before use.
+
+Light: pandas only, no torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .competition import TASKS, Competition
+from .data import DataError
+
+SHORT_TEXT = 64  # characters on average: a column this short is a phrase, not a document
+MIN_GROUPS = 10  # a repeating column proposes grouped folds when it has at least this many values
+
+
+def _read_head(path: Path, nrows: int) -> pd.DataFrame:
+    df = pd.read_csv(path, nrows=nrows, encoding="utf-8-sig")
+    if len(df) == 0:
+        raise DataError(f"{path}: no data rows (a header only): nothing to infer a description from")
+    return df
+
+
+def _tables(data_dir: Path, files: set, role: str, id_col: str, sample: str) -> tuple[str, pd.DataFrame, tuple, list]:
+    """(the `role` table: the one holding the sample submission's id column, its rows with the
+    others joined, the joins (file, key), why): the other tables of the role join by a shared
+    column whose values are unique in them."""
+    names = sorted((f for f in files if role in f.lower() and f != sample), key=lambda f: (f != f"{role}.csv", f))
+    heads = {f: list(pd.read_csv(data_dir / f, nrows=0, encoding="utf-8-sig").columns) for f in names}
+    main = next((f for f in names if id_col in heads[f]), None)
+    if main is None:
+        raise DataError(f"{data_dir}: no {role} CSV has the sample submission's id column {id_col!r} "
+                        f"({role} files: {', '.join(names) or 'none'})")
+    df = _read_head(data_dir / main, 50_000 if role == "train" else 2000)
+    why = [f"{role} file {main}: the {role} table holding {id_col!r}, the ids the sample submission names"
+           if len(names) > 1 else ""]
+    joins = []
+    for f in names:
+        shared = [c for c in heads[f] if c in df.columns and c != id_col] if f != main else []
+        if not shared:
+            continue
+        table = pd.read_csv(data_dir / f, encoding="utf-8-sig", dtype={c: str for c in shared})
+        key = next((c for c in shared if table[c].is_unique), None)
+        if key is None:
+            continue
+        joins.append((f, key))
+        df = df.merge(table, on=key, how="left", suffixes=("", f"_{Path(f).stem}")) if df[key].dtype == object \
+            else df.astype({key: str}).merge(table, on=key, how="left", suffixes=("", f"_{Path(f).stem}"))
+        why.append(f"{role}_joins {f} on {key!r}: a table sharing {key!r} with {main}, one row per value")
+    return main, df, tuple(joins), [w for w in why if w]
+
+
+def _targets(tr: pd.DataFrame, train: str, sample: str, sub: pd.DataFrame) -> tuple[tuple, tuple, list]:
+    """(target columns, class order or (), why): the sample submission's columns when the train
+    file has them; else the one train column whose labels are the sample's columns (a submission
+    of class probabilities, in the sample's order)."""
+    cols = tuple(map(str, sub.columns[1:]))
+    if all(c in tr.columns for c in cols):
+        return cols, (), [f"target(s) {list(cols)}: the columns of {sample} besides its id"]
+    for c in tr.columns:
+        values = set(tr[c].dropna().astype(str))
+        if values and values <= set(cols) and len(values) >= 2:
+            return (str(c),), cols, [f"target {c!r} with classes {list(cols)} in the order of {sample}'s columns "
+                                     f"(the submission holds one probability per class)"]
+    raise DataError(f"{train} lacks {[c for c in cols if c not in tr.columns]} that {sample} names, and no "
+                    f"column of it holds those labels: describe this competition by hand")
+
+
+def _task(y: pd.DataFrame, targets: tuple, classes: tuple) -> tuple[str, tuple, list]:
+    """(task, classes, why) from the training targets."""
+    numeric = all(pd.api.types.is_numeric_dtype(y[c]) for c in targets)
+    values = pd.unique(y.to_numpy().ravel())
+    values = values[pd.notna(values)]
+    binary01 = numeric and set(np.unique(values.astype(float))) <= {0.0, 1.0}
+    if len(targets) > 1 and binary01:
+        return "multilabel", (), [f"task multilabel: {len(targets)} target columns holding only 0 and 1 "
+                                  "(one probability per label)"]
+    if len(targets) > 1:
+        return "multi_regression", (), [f"task multi_regression: {len(targets)} target columns"]
+    if classes:
+        return ("binary" if len(classes) == 2 else "multiclass"), classes, [
+            f"task {'binary' if len(classes) == 2 else 'multiclass'}: {len(classes)} classes"]
+    if not numeric:
+        labels = tuple(sorted(map(str, values)))
+        if len(labels) == 2:
+            return "binary", labels, [f"task binary: two labels; classes {list(labels)}: [negative, positive] "
+                                      f"guessed alphabetically: check which one the competition scores as "
+                                      "positive (F1 and the submission's probability are for the second)"]
+        return "multiclass", (), [f"task multiclass: {len(values)} distinct non-numeric labels"]
+    if binary01:
+        return "binary", (), ["task binary: the target holds only 0 and 1 (1 is the positive class)"]
+    if len(values) <= 20 and np.all(np.mod(values.astype(float), 1) == 0):
+        return "ordinal", (), [f"task ordinal: {len(values)} integer scores ({int(values.min())}-{int(values.max())})"]
+    return "regression", (), ["task regression: a continuous numeric target"]
+
+
+def _id_like(name) -> bool:
+    """A column named as an id (id, essay_id, prompt_id): a key, never text."""
+    return str(name).lower().endswith("id")
+
+
+def _text_cols(tr: pd.DataFrame, te: pd.DataFrame, skip: set, train: str, test: str) -> tuple[tuple, list]:
+    """(the input's text columns, why): every text column the train and test tables share, in the
+    train table's order, when even the longest is a short phrase; else the longest text that is
+    each row's own (not one repeated over many rows, such as a joined prompt). Types and lengths
+    are the training file's: a test file may be a stub of a few rows (Kaggle swaps in the real
+    one when a notebook is scored), whose missing or short values would flip the choice."""
+    shared = [c for c in tr.columns if c in te.columns and c not in skip and not _id_like(c)
+              and not pd.api.types.is_numeric_dtype(tr[c])]
+    if not shared:
+        raise DataError(f"{train} and {test} share no text column besides the id")
+    lengths = {c: float(tr[c].fillna("").astype(str).str.len().mean()) for c in shared}
+    sizes = ", ".join(f"{c} {lengths[c]:.0f}" for c in shared)
+    if len(shared) > 1 and max(lengths.values()) < SHORT_TEXT:
+        how = "a text pair" if len(shared) == 2 else "joined by the backbone's separator token"
+        return tuple(shared), [f"text_cols {shared}: every text column {train} and {test} share, {how}: even the "
+                               f"longest is a short phrase (mean characters in {train}: {sizes}); reorder them or "
+                               "write a text_template (e.g. \"{a}{sep}{b}\") to change the input"]
+    own = [c for c in shared if tr[c].nunique() >= 0.5 * len(tr)] or shared
+    text = max(own, key=lengths.get)
+    others = [c for c in shared if c != text]
+    return (text,), [f"text column {text!r}: the longest text ({lengths[text]:.0f} characters on average in {train}) of "
+                     f"the columns {train} and {test} share that is each row's own" + (
+                         f"; not used: {', '.join(others)} (a text pair [{others[0]}, {text}] or a text_template "
+                         "would add them)" if others else "")]
+
+
+def _group(tr: pd.DataFrame, text_cols: tuple, keys: tuple) -> tuple[str, list]:
+    """(the column to group folds by, or "", why): a text column (or join key) whose values repeat
+    across many rows, so that near-duplicate inputs never sit on both sides of a fold; the longest
+    such column when several repeat."""
+    candidates = []
+    for c in dict.fromkeys((*text_cols, *keys, *(c for c in tr.columns if _id_like(c)))):
+        n, k = len(tr), tr[c].nunique()
+        if k >= MIN_GROUPS and n / k >= 2:
+            candidates.append((float(tr[c].astype(str).str.len().mean()), c, n / k, k))
+    if not candidates:
+        return "", []
+    _, col, per, k = max(candidates)
+    of = f"in the first {len(tr)} rows, " if len(tr) == 50_000 else ""
+    return col, [f"folds grouped by {col!r}: {of}its {k} values repeat over {per:.0f} rows each on average; rows "
+                 "sharing it are near-duplicates in input, and stratified folds would put them on both sides "
+                 "(a far too optimistic CV)"]
+
+
+def infer(data_dir) -> tuple[Competition, list]:
+    """A description guessed from a competition's CSVs, and why each choice was made (lines)."""
+    data_dir = Path(data_dir)
+    files = {p.name for p in data_dir.glob("*.csv")}
+    pick = lambda want: next((f for f in sorted(files) if want in f.lower()), None)  # noqa: E731
+    sample = pick("sample_submission") or pick("submission")
+    if not sample:
+        raise DataError(f"{data_dir}: no sample submission CSV found (files: {', '.join(sorted(files)) or 'none'})")
+    sub = _read_head(data_dir / sample, 50)
+    id_col = str(sub.columns[0])
+    why = [f"id column {id_col!r}: the first column of {sample}"]
+    train, tr, train_joins, w = _tables(data_dir, files, "train", id_col, sample)
+    why += w
+    test, te, test_joins, w = _tables(data_dir, files, "test", id_col, sample)
+    why += w
+    targets, classes, w = _targets(tr, train, sample, sub)
+    why += w
+    y = tr[list(targets)]
+    task, classes, w = _task(y, targets, classes)
+    why += w
+    keys = tuple(k for _, k in (*train_joins, *test_joins))
+    text_cols, w = _text_cols(tr, te, {id_col, *targets, *keys}, train, test)
+    why += w
+    metric = "roc_auc" if task == "multilabel" else TASKS[task][1]
+    why.append(f"metric {metric}: the default for {task} (check the competition's page: e.g. pearson, "
+               "spearman, roc_auc, log_loss, or a metric_file of your own)")
+    rng = ()
+    if task in ("regression", "multi_regression", "ordinal"):
+        rng = (float(y.min().min()), float(y.max().max()))
+        why.append(f"target_range [{rng[0]:g}, {rng[1]:g}]: the training targets' range (outside it a target is "
+                   "refused; predictions are clipped to it)")
+    group, w = _group(tr, text_cols, tuple(k for _, k in train_joins))
+    why += w
+    comp = Competition(slug=data_dir.resolve().name, id_col=id_col, text_cols=text_cols, target_cols=targets,
+                       task=task, metric=metric if metric != TASKS[task][1] else "", target_range=rng,
+                       classes=tuple(classes), submission="probabilities" if classes and len(targets) == 1
+                       and classes == tuple(map(str, sub.columns[1:])) else "",
+                       train_file=train, test_file=test, sample_submission=sample, train_joins=train_joins,
+                       test_joins=test_joins, folds="group" if group else "stratified", group_col=group)
+    why.append(f"slug {comp.slug!r}: the folder's name (set it to the competition's Kaggle slug)")
+    return comp, why

@@ -1,0 +1,128 @@
+"""A competition's tables, as its description (utils.competition) says to read them: the train or
+test file with the tables joined onto it, checked (columns, ids, texts, targets, labels), and the
+folds training makes of it. One line naming the file, the column and the rows on bad input.
+
+Light: pandas and scikit-learn, no torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import env
+from .competition import Competition
+from .data import DataError, _rows, check_frame, label_text, load_csv, make_folds
+from .objective import objective_of
+
+
+def read_table(comp: Competition, data_dir, split: str = "train", blank: str = "") -> pd.DataFrame:
+    """The train or test file of the folder `data_dir`, as read_split reads it."""
+    name = comp.train_file if split == "train" else comp.test_file
+    return read_split(comp, Path(data_dir) / name, split, blank)
+
+
+def join_path(folder: Path, file: str) -> Path:
+    """Where a joined table is: FILE beside the competition's files (`folder`); OWNER/DATASET/FILE,
+    a table of another Kaggle dataset, where utils.env.dataset_file finds it (beside them, the
+    attached dataset, or data/DATASET/), else a DataError naming every place looked."""
+    ref = env.dataset_file_ref(file)
+    if ref is None:
+        return folder / file
+    try:
+        return env.dataset_file(*ref, beside=folder)
+    except FileNotFoundError as e:
+        raise DataError(str(e)) from None
+
+
+def read_split(comp: Competition, path, split: str = "train", blank: str = "", extra_cols=()) -> pd.DataFrame:
+    """A train (targets checked) or test file with the tables its description joins onto it (beside
+    it, or in another Kaggle dataset: join_path), checked as utils.data.read_csv checks a file:
+    columns, ids, texts (`blank` as there), targets (numbers in target_range; labels present). One
+    line naming the file, the column and the rows otherwise."""
+    path = Path(path)
+    joins = comp.train_joins if split == "train" else comp.test_joins
+    df = load_csv(path, comp.id_col)
+    name = path.name
+    for file, key, *theirs in joins:
+        jpath = join_path(path.parent, file)
+        if not jpath.is_file():
+            raise DataError(f"{jpath}: file not found (joined onto {name} by {key!r})")
+        their = theirs[0] if theirs else key  # the table's own name for the key (e.g. code for context)
+        table = pd.read_csv(jpath, encoding="utf-8-sig", dtype={their: str})
+        if their not in table.columns:
+            raise DataError(f"{file} is missing column {their!r} (the join key); "
+                            f"found: {', '.join(map(str, table.columns))}")
+        if their != key:
+            table = table.drop(columns=[key], errors="ignore").rename(columns={their: key})
+        for frame, fname in ((df, name), (table, file)):
+            if key not in frame.columns:
+                raise DataError(f"{fname} is missing column {key!r} (the join key); "
+                                f"found: {', '.join(map(str, frame.columns))}")
+        dup = table[key].duplicated()
+        if dup.any():
+            raise DataError(f"{file}: column {key!r} repeats {table[key][dup].iloc[0]!r}: one row per key")
+        df[key] = df[key].astype(str)
+        unmatched = ~df[key].isin(table[key])
+        if unmatched.any():
+            raise DataError(f"{name}: {int(unmatched.sum())} rows have a {key!r} missing from {file}, "
+                            f"e.g. {df[key][unmatched].iloc[0]!r}")
+        df = df.merge(table, on=key, how="left", suffixes=("", f"_{Path(file).stem}"))
+    if joins:
+        name = f"{name} (with {', '.join(j[0] for j in joins)} joined)"
+    targets = comp.target_cols if split == "train" else ()
+    extra = ((comp.group_col,) if split == "train" and comp.group_col else ()) + tuple(extra_cols)
+    classes = objective_of(comp).classes
+    df = check_frame(df, name, comp.text_cols, targets, comp.id_col, extra, classes, blank,
+                     () if classes else comp.target_range)
+    if targets:
+        check_labels(comp, df, name)
+    return df
+
+
+def check_labels(comp: Competition, df: pd.DataFrame, name: str) -> None:
+    """A training file's labels against the description: every label among `classes`; string labels
+    of a binary task only with `classes` (which one is positive); 0/1 in multilabel targets; at
+    least two classes. One line naming the file, the column and a row. A class of `classes` (the
+    sample submission's) that no training row holds is trained and submitted all the same: a
+    warning on stderr names it."""
+    col, kind = comp.target_cols[0], objective_of(comp).kind
+    if kind == "labels":
+        for c in comp.target_cols:
+            bad = ~df[c].isin([0, 1]).to_numpy()
+            if bad.any():
+                raise DataError(f"{name}: column {c!r} of a multilabel task holds {df[c][bad].iloc[0]!r}, not 0 "
+                                f"or 1, at {_rows(df, bad, comp.id_col)}")
+        return
+    if kind != "classes":
+        return
+    text = df[col].map(label_text)
+    if comp.classes:
+        bad = ~text.isin([label_text(c) for c in comp.classes]).to_numpy()
+        if bad.any():
+            raise DataError(f"{name}: column {col!r} holds {text[bad].iloc[0]!r}, not one of the description's "
+                            f"classes {list(comp.classes)}, at {_rows(df, bad, comp.id_col)}")
+    elif comp.binary and not set(text) <= {"0", "1"}:
+        raise DataError(f"{name}: column {col!r} holds labels {sorted(set(text))[:2]}: a binary task with labels "
+                        "other than 0/1 needs \"classes\": [negative, positive] in its description (F1 and "
+                        "the submission's probability are for the positive one)")
+    if text.nunique() < 2:
+        raise DataError(f"{name}: column {col!r} holds one class only ({text.iloc[0]!r}): a classifier needs "
+                        "rows of two classes or more")
+    unseen = [label_text(c) for c in comp.classes if label_text(c) not in set(text)]
+    if unseen:
+        what = f"class {unseen[0]!r}" if len(unseen) == 1 else f"classes {', '.join(map(repr, unseen))}"
+        print(f"warning: {name}: column {col!r} has no row of {what} (of the description's classes "
+              f"{list(comp.classes)}): the model is trained and submits without ever seeing one (its "
+              "probability stays near 0)", file=sys.stderr, flush=True)
+
+
+def competition_folds(comp: Competition, df: pd.DataFrame, n_folds: int = 5, seed: int = 42) -> np.ndarray:
+    """utils.data.make_folds as the competition's description makes them: grouped by its column
+    (folds "group"), stratified on its label (a classifier) or on its binned targets. Training, the
+    EDA's baselines and the benchmarks share these folds."""
+    group = comp.group_col if comp.folds == "group" else ""
+    return make_folds(df, n_folds, seed, comp.target_cols, objective_of(comp).classes, group)
