@@ -125,7 +125,7 @@ print(f"{comp.title or comp.slug} | data: {data} | run: {run_dir} | metric: {com
 # time-out resumes at the first unfinished fold (finished folds are kept, byte for byte).
 
 # %%
-metrics = launch(cfg, num_processes)
+metrics = launch(cfg, num_processes, comp)  # the competition, resolved once above
 print(f"CV {metrics['metric']} over {metrics['n_oof']} out-of-fold rows: {metrics['cv']:.4f}")
 
 # %% [markdown]

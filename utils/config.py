@@ -207,7 +207,8 @@ def identity(cfg: TrainConfig, comp: Competition) -> dict:
     d["train_csv_sha256"] = content_sha256(cfg.train_csv)
     d["folds_csv_sha256"] = content_sha256(cfg.folds_csv)
     d["model_sha256"] = content_sha256(cfg.model)  # None for a hub name: the name is the identity
-    if cfg.competition and Path(cfg.competition).is_file():  # a competition.json, by content
+    if cfg.competition and not cfg.competition.lstrip().startswith("{") and Path(cfg.competition).is_file():
+        # a competition.json, by content (a description given as JSON text is its own content)
         d["competition_sha256"] = content_sha256(cfg.competition)
         if comp.metric_code:  # the metric of one's own, as read (its file may be edited between runs)
             d["metric_sha256"] = hashlib.sha256(metric_code.encode()).hexdigest()

@@ -12,6 +12,9 @@ weight files' sha256, utils.backbone.base_record); loading it finds that base mo
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import re
 from pathlib import Path
 
 import torch
@@ -56,6 +59,43 @@ def _reinit(module: nn.Module, std: float) -> None:
     elif isinstance(module, nn.LayerNorm):
         nn.init.ones_(module.weight)
         nn.init.zeros_(module.bias)
+
+
+def _only_the_lm_head(message: str) -> bool:
+    """A transformers load report (5.x: a table; 4.x: "Some weights ... were not used") whose only
+    entries are the language-model head's weights left out: what loading a decoder's checkpoint
+    into its bare model (AutoModel) always does, so the kit says nothing of it. Any other entry (a
+    missing weight, a size mismatch) keeps the report."""
+    if "LOAD REPORT" in message:
+        rows = [line.split("|") for line in message.splitlines() if line.count("|") >= 2]
+        entries = [(r[0].strip(), r[1].strip()) for r in rows if r[0].strip() != "Key"]  # past the header
+        return bool(entries) and all(k.startswith("lm_head.") and "UNEXPECTED" in v for k, v in entries)
+    if "were not used when initializing" in message:
+        names = re.findall(r"'([^']+)'", message.split("initializing", 1)[1].split("\n")[0])
+        return bool(names) and all(n.startswith("lm_head.") for n in names)
+    return False
+
+
+class _DropHeadReport(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _only_the_lm_head(record.getMessage())
+
+
+@contextlib.contextmanager
+def quiet_head_report():
+    """transformers' report of the LM head left out of a decoder's bare model, kept out of the
+    user's output while a backbone loads (every other report still shows)."""
+    from transformers.utils import logging as hf_logging
+
+    handlers = hf_logging._get_library_root_logger().handlers + logging.getLogger().handlers
+    drop = _DropHeadReport()
+    for h in handlers:
+        h.addFilter(drop)
+    try:
+        yield
+    finally:
+        for h in handlers:
+            h.removeFilter(drop)
 
 
 def encoder_layers(backbone: nn.Module) -> nn.ModuleList:
@@ -136,7 +176,8 @@ class TextModel(nn.Module):
                 kw["device_map"] = device_map
                 if max_memory:
                     kw["max_memory"] = max_memory
-            backbone = AutoModel.from_pretrained(name_or_dir, config=config, **kw)
+            with quiet_head_report():
+                backbone = AutoModel.from_pretrained(name_or_dir, config=config, **kw)
             if device_map is None:
                 backbone = backbone.to(dtype)
             targets = bb.lora_targets(spec.lora_targets, fam)
@@ -146,7 +187,8 @@ class TextModel(nn.Module):
                 if p.requires_grad:  # the adapters train in fp32 on a half base
                     p.data = p.data.float()
         else:
-            backbone = AutoModel.from_pretrained(name_or_dir, config=config, **kw).float()
+            with quiet_head_report():
+                backbone = AutoModel.from_pretrained(name_or_dir, config=config, **kw).float()
         if reinit_layers > 0:
             std = getattr(config, "initializer_range", 0.02)
             for layer in encoder_layers(backbone)[-reinit_layers:]:
