@@ -468,8 +468,8 @@ def error_text(e: BaseException) -> str:
 
 
 def run(a) -> int:
-    from utils.env import competition_dir, shown
     from utils.backbone import precision_for
+    from utils.env import competition_dir, shown
     from utils.model import load_tokenizer
 
     start = time.perf_counter()

@@ -104,9 +104,8 @@ def test_accelerator_accepts_the_kits_batch_samplers(tiny_csv_module, tiny_bert)
     from accelerate.data_loader import prepare_data_loader
     from torch.utils.data import DataLoader
 
-    from utils.train import make_accelerator
-
     from utils.backbone import precision_for
+    from utils.train import make_accelerator
 
     acc = make_accelerator(cfg_for(tiny_csv_module, "unused", tiny_bert), precision_for("auto"))
     assert acc.even_batches is False

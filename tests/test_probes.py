@@ -92,7 +92,7 @@ def test_write_submission_refuses_a_sample_path_that_is_not_there(tmp_path):
 @pytest.fixture()
 def cheap_trials(monkeypatch):
     """run_cv replaced by a function of the trial's settings: a study in seconds."""
-    monkeypatch.setattr(train_cli, "run_cv", lambda cfg, on_validation=None: {"cv": cfg.lr + cfg.head_lr})
+    monkeypatch.setattr(train_cli, "run_cv", lambda cfg, comp=None, on_validation=None: {"cv": cfg.lr + cfg.head_lr})
 
 
 def test_a_resumed_study_does_not_replay_the_earlier_trials(cheap_trials, tiny_csv, tiny_bert, tmp_path):
@@ -155,20 +155,28 @@ def test_the_default_runs_folder_is_the_working_folders_as_train_out_is(tmp_path
 # ----------------------------------------------------------------------------- 6. CV as submitted
 
 
-def test_the_cv_is_scored_on_predictions_clipped_to_the_target_range(tiny_bert, tmp_path):
+def test_the_cv_is_scored_on_predictions_clipped_to_the_target_range(tiny_bert, tmp_path, monkeypatch):
     slug = "feedback-prize-english-language-learning"
     comp = load_competition(slug)  # targets in [1, 5]; an untrained head predicts near 0
     data = tiny_data(slug, tmp_path / "data", 24)
     out = tmp_path / "run"
+    raw_preds = []
+    real = train_cli.as_submitted
+
+    def keep_raw(c, pred):  # the model's own outputs, before the rule clips them
+        raw_preds.append(pred.copy())
+        return real(c, pred)
+
+    monkeypatch.setattr(train_cli, "as_submitted", keep_raw)
     metrics = train_cli.run_cv(cfg_for(data / "train.csv", out, tiny_bert, competition=slug, max_steps=1,
                                        max_len=32, lr=1e-6, head_lr=1e-6))
     oof = pd.read_csv(out / "oof.csv", dtype={"text_id": str})
     truth = oof[list(comp.target_cols)].to_numpy(float)
-    raw = oof[[f"pred_{c}" for c in comp.target_cols]].to_numpy(float)
-    assert (raw < 1).any()  # the probe is real: some OOF predictions are outside the range
-    clipped, metric = np.clip(raw, 1, 5), get_metric("mcrmse")
-    assert metrics["cv"] == pytest.approx(metric.score(truth, clipped))
-    assert metrics["cv"] != pytest.approx(metric.score(truth, raw))
+    written = oof[[f"pred_{c}" for c in comp.target_cols]].to_numpy(float)
+    assert (np.concatenate(raw_preds) < 1).any()  # the probe is real: some predictions are outside the range
+    assert ((written >= 1) & (written <= 5)).all()  # oof.csv holds them as the submission writes them
+    clipped, metric = written, get_metric("mcrmse")
+    assert metrics["cv"] == pytest.approx(metric.score(truth, clipped))  # recomputed from oof.csv
     for k in (0, 1):
         part = oof.fold.to_numpy() == k
         assert metrics["fold_score"][k] == pytest.approx(metric.score(truth[part], clipped[part]))

@@ -219,9 +219,8 @@ def test_the_pseudo_files_content_is_part_of_the_runs_identity(teachers, labels,
 
 
 def test_weighted_loss_counts_each_row_by_its_weight():
-    from utils.config import TrainConfig
-
     from utils.competition import from_settings
+    from utils.config import TrainConfig
 
     cfg, comp = TrainConfig(train_csv="t", out="o", model="m"), from_settings({})
     preds, y = torch.tensor([[1.0], [3.0]]), torch.tensor([[0.0], [0.0]])

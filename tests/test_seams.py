@@ -5,7 +5,6 @@ decoder's load report of its dropped LM head stays out of the user's output."""
 from __future__ import annotations
 
 import json
-import logging
 
 import numpy as np
 import pandas as pd
@@ -117,8 +116,9 @@ def test_a_decoders_dropped_lm_head_is_not_reported_but_a_missing_weight_is(tmp_
     assert not _only_the_lm_head("Some weights of the model checkpoint at x were not used when initializing "
                                  "LlamaModel: ['lm_head.weight', 'score.weight']")
     assert not _only_the_lm_head("Some weights of LlamaModel were not initialized from the model checkpoint")
-    logging.getLogger("transformers").handlers  # the filter is removed after the load
     from transformers.utils import logging as hf_logging
+
+    # the filter is removed after the load
 
     assert not any(f for h in hf_logging._get_library_root_logger().handlers for f in h.filters
                    if type(f).__name__ == "_DropHeadReport")
@@ -136,3 +136,18 @@ def test_the_column_flags_build_the_competition_at_the_edge(tmp_path):
     with pytest.raises(ValueError, match="--task comes from the competition"):
         parse_args(["--train-csv", "t.csv", "--model", "m", "--out", "o", "--competition", "nlp-getting-started",
                     "--task", "regression"])
+
+
+def test_a_metric_that_scores_finite_predictions_nan_is_blamed_not_the_learning_rate(tiny_csv, tiny_bert, tmp_path,
+                                                                                   monkeypatch):
+    import utils.train as train
+
+    real = train.scores
+    monkeypatch.setattr(train, "scores", lambda comp, y, pred: {**real(comp, y, pred), "rmse": float("nan"),
+                                                                 "score": float("nan")})
+    with pytest.raises(train.TrainingError) as e:
+        run_cv(cfg_for(tiny_csv, tmp_path / "r", tiny_bert, only_folds=(0,), max_steps=2))
+    msg = str(e.value)
+    assert "every prediction was finite but rmse scored each validation NaN/inf: check the metric" in msg
+    assert "--lr" not in msg and "\n" not in msg
+    assert not (tmp_path / "r" / "fold0").exists()

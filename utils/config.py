@@ -20,7 +20,7 @@ from .competition import (
     load_competition,
 )
 from .files import content_sha256, file_sha256  # noqa: F401 (re-exported)
-from .objective import OBJECTIVES, REGRESSION
+from .objective import OBJECTIVES, REGRESSION, objective_of
 from .pooling import POOLING_MODES
 
 # Without --competition, the column flags' defaults are the default competition's (CommonLit).
@@ -185,7 +185,7 @@ def for_competition(cfg: TrainConfig, comp: Competition) -> TrainConfig:
 
 def check_settings(cfg: TrainConfig, comp: Competition) -> None:
     """The settings this competition cannot train with, refused in one line."""
-    if cfg.loss == "se" and (comp.model_task != "regression" or len(comp.target_cols) != 1):
+    if cfg.loss == "se" and (objective_of(comp).kind != "values" or len(comp.target_cols) != 1):
         raise ValueError("loss 'se' needs a single regression target")
 
 
@@ -211,7 +211,7 @@ def identity(cfg: TrainConfig, comp: Competition) -> dict:
         # a competition.json, by content (a description given as JSON text is its own content)
         d["competition_sha256"] = content_sha256(cfg.competition)
         if comp.metric_code:  # the metric of one's own, as read (its file may be edited between runs)
-            d["metric_sha256"] = hashlib.sha256(metric_code.encode()).hexdigest()
+            d["metric_sha256"] = hashlib.sha256(comp.metric_code.encode()).hexdigest()
     if cfg.pseudo_csv and Path(cfg.pseudo_csv).is_file():
         # The file's content, not just its name: a resume cannot mix two sets of pseudo-labels.
         d["pseudo_sha256"] = content_sha256(cfg.pseudo_csv)

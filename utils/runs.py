@@ -39,7 +39,7 @@ from .competition import Competition, from_settings
 from .data import DataError
 from .files import BACKBONE_CONFIG, file_sha256, fold_dirs, write_csv, write_json
 from .fold import first_fold
-from .metrics import METRICS
+from .metrics import METRICS as REGISTERED_METRICS
 from .objective import Objective, get_objective
 
 CONFIG = "config.json"
@@ -457,7 +457,7 @@ def table(runs) -> pd.DataFrame:
     df = pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=cols)
     if df.empty:
         return df
-    greater = df["metric"].map(lambda m: METRICS[m].greater_is_better if m in METRICS else False)
+    greater = df["metric"].map(lambda m: REGISTERED_METRICS[m].greater_is_better if m in REGISTERED_METRICS else False)
     key = df["cv"].astype(float) * greater.map({True: -1, False: 1})
     return df.assign(_key=key).sort_values(["metric", "_key"], na_position="last").drop(columns="_key") \
         .reset_index(drop=True)

@@ -484,6 +484,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
 
     # Stage 4, the loop: train, validate on schedule, keep the best weights.
     best, best_state, best_pred, history, diverged = math.inf, None, None, [], 0
+    finite_preds = True  # the last validation's predictions were all finite
     step, next_eval, loss_sum, loss_n = 0, eval_period(cfg, math.inf), 0.0, 0
     t0 = time.time()
     bar = tqdm(total=total, desc=f"fold {fold}", disable=not show_progress(cfg.progress and accelerator.is_main_process))
@@ -511,6 +512,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
                 pred = as_submitted(comp, data.valid_ds.per_text(
                     predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj)))
                 m = scores(comp, y_va, pred)
+                finite_preds = bool(np.isfinite(pred).all())
                 improved = m["score"] < best
                 if improved:
                     best, best_pred = m["score"], pred
@@ -541,7 +543,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
             break
     bar.close()
 
-    final = fold_best(model, best_state, accelerator, fold, step, diverged)
+    final = fold_best(model, best_state, accelerator, fold, step, diverged, comp, finite_preds)
     # Stage 5, the out-of-fold frame and the fold's history.
     oof = obj.oof_frame(df[comp.id_col].iloc[data.va].to_numpy(), df.iloc[data.va], y_va, best_pred,
                         comp.target_cols, data.labels, fold)
@@ -560,9 +562,20 @@ def trained_state(model, lora: bool) -> dict:
             if keep is None or k in keep}
 
 
-def fold_best(model, best_state, accelerator, fold: int, step: int, diverged: int):
+def fold_best(model, best_state, accelerator, fold: int, step: int, diverged: int, comp: Competition,
+              finite_preds: bool = True):
     """The trained model with its best checkpoint's weights; an error when no validation was
-    finite (nothing is saved for the fold)."""
+    finite (nothing is saved for the fold), blaming the metric when every prediction was finite,
+    the precision when the predictions were not but the weights were, else the learning rate."""
+    metric = comp.metric_name
+    why = "" if diverged else (
+        f"every prediction was finite but {metric} scored each validation NaN/inf: check the metric"
+        + (f" ({comp.metric_file})" if comp.metric_file else "") if finite_preds else
+        f"the predictions were NaN/inf with finite weights (precision {accelerator.mixed_precision})")
+    if best_state is None and why:
+        raise TrainingError(f"fold {fold}: no finite validation score in {step} steps: {why}; nothing was saved "
+                            "for this fold" + ("" if "metric" in why else
+                                               ". Try --precision fp32 or bf16 (fp16 can overflow)"))
     if best_state is None:
         raise TrainingError(
             f"fold {fold}: no finite validation score in {step} steps "
