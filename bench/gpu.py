@@ -279,7 +279,7 @@ def stamping(stamps: list):
 def train_arm(a, model_dir: str, out_dir: Path, precision: str, checkpointing: bool, **overrides) -> tuple:
     """(result dict, trained model or None, config): one arm through utils.train.train_fold;
     `overrides`: TrainConfig fields (the LoRA arms')."""
-    from utils.config import TrainConfig, competition_for
+    from utils.config import TrainConfig, competition_for, for_competition
     from utils.data import make_folds
     from utils.objective import objective_of
     from utils.train import check_backbone, load_train, make_accelerator, train_fold
@@ -299,6 +299,7 @@ def train_arm(a, model_dir: str, out_dir: Path, precision: str, checkpointing: b
     except ValueError as e:  # the kit's own refusal (fp16 or 4-bit without CUDA)
         return {**arm, "status": "skipped", "reason": str(e)}, None, cfg
     comp = competition_for(cfg)
+    cfg = for_competition(cfg, comp)  # --fit as the competition's, what run_cv records
     df = load_train(cfg, comp)
     folds = make_folds(df, cfg.folds, cfg.fold_seed, comp.target_cols, objective_of(comp).classes)
     stamps: list = []

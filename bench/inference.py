@@ -156,7 +156,8 @@ def main() -> None:
           f"Prediction std {pred_std:.3f} (ridge head, alpha {alpha:g}). CPU {cpu['model']}: "
           + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in cpu["flags"].items())
           + f".\nCommand: {command}")
-    out = {"command": command, "settings": {**vars(a), "train_csv": shown(a.train_csv)}, "cpu": cpu, "torch_threads": torch.get_num_threads(),
+    out = {"command": command, "settings": {**vars(a), "train_csv": shown(a.train_csv)}, "cpu": cpu,
+           "torch_threads": torch.get_num_threads(),
            "tokens": {"median": float(np.median(n_tokens)), "mean": float(n_tokens.mean()), "max": int(n_tokens.max())},
            "prediction_std": pred_std, "head_ridge_alpha": alpha, "rows": rows, "times_s": times, "table": text}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

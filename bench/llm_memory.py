@@ -135,7 +135,8 @@ def memory_table(rows: list) -> str:
 
 def hours_table(rows: list, a) -> str:
     lines = ["| model | setting | precision | training FLOPs per token | PFLOPs in all | assumed T4 x2 TFLOP/s | "
-             "hours | hours at half the utilisation | share of the 30 h weekly quota | hours at 100% of both T4s (a floor) |",
+             "hours | hours at half the utilisation | share of the 30 h weekly quota | "
+             "hours at 100% of both T4s (a floor) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['setting']} | {r['precision']} | {r['train_flops_per_token'] / 1e9:.1f}G | "
@@ -146,7 +147,8 @@ def hours_table(rows: list, a) -> str:
     lines += ["", f"Inputs: {a.rows:,} rows x {a.tokens:.0f} tokens per row (bench/results/scaling.json), "
               f"{a.folds} folds x {a.epochs} epochs on {(a.folds - 1)}/{a.folds} of the rows = "
               f"{r['train_tokens'] / 1e6:.2f}M training tokens; {r['validations']} validations of "
-              f"{a.rows / a.folds:.0f} rows (--eval-every {a.eval_every}, recipe) = {r['valid_tokens'] / 1e6:.2f}M tokens "
+              f"{a.rows / a.folds:.0f} rows (--eval-every {a.eval_every}, recipe) = "
+              f"{r['valid_tokens'] / 1e6:.2f}M tokens "
               f"at 2 x N. Throughput ASSUMED: {a.utilisation:.0%} of the T4's peak (fp16 65, fp32 8.1 TFLOP/s) "
               f"x 2 GPUs x {a.ddp_efficiency:.0%} data-parallel efficiency. A session stops after "
               f"{SESSION_HOURS} h: a longer run goes in parts (--only-folds)."]

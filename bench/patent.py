@@ -71,7 +71,8 @@ def baselines(data: str) -> list:
     vec = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2, sublinear_tf=True)
     x = vec.fit_transform([t.replace("\x1f", " | ") for t in text])
     p = Ridge(alpha=1.0).fit(x[~va], y[~va]).predict(x[va])
-    out.append({"model": "TF-IDF char 2-5 grams + ridge", "input": comp.input_description, "pearson": pearson(y[va], p)})
+    out.append({"model": "TF-IDF char 2-5 grams + ridge", "input": comp.input_description,
+                "pearson": pearson(y[va], p)})
     phrases = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5)).fit(list(df["anchor"]) + list(df["target"]))
     a, b = phrases.transform(df["anchor"][va]), phrases.transform(df["target"][va])
     cos = np.asarray(a.multiply(b).sum(1)).ravel()  # rows are L2-normalised

@@ -49,7 +49,8 @@ def table() -> str:
     lines = ["| training seed | plain fold-0 RMSE | after in-task MLM | change |", "| --- | --- | --- | --- |"]
     for path in sorted(RESULTS.glob("pretrain_seed*.json")):
         r = json.loads(path.read_text())
-        plain_file = RESULTS / ("quality_attention.json" if r["seed"] == 42 else f"quality_attention_seed{r['seed']}.json")
+        plain_file = RESULTS / ("quality_attention.json" if r["seed"] == 42
+                                else f"quality_attention_seed{r['seed']}.json")
         plain = json.loads(plain_file.read_text())["valid_rmse"]
         lines.append(f"| {r['seed']} | {plain:.4f} | {r['valid_rmse']:.4f} | {r['valid_rmse'] - plain:+.4f} |")
     mlm = RESULTS / "pretrain_mlm.json"

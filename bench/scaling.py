@@ -135,12 +135,14 @@ def main() -> None:
         for pt in measured["points"]:
             fit = measured["slope_s_per_row"] * pt["rows"] + measured["intercept_s"]
             lines.append(f"| {pt['rows']} | {pt['seconds']:.1f} | {pt['rows_per_s']:.1f} | {fit:.1f} |")
-        lines += ["", f"Fit: seconds = {measured['intercept_s']:.2f} + {1000 * measured['slope_s_per_row']:.1f} ms x rows "
+        pass_min = 2 * ROBERTA_LARGE * a.test_rows * TOKENS_PER_EXCERPT / measured["cpu_effective_flops"] / 60
+        lines += ["", f"Fit: seconds = {measured['intercept_s']:.2f} + "
+                  f"{1000 * measured['slope_s_per_row']:.1f} ms x rows "
                   f"(R^2 {measured['r2']:.4f}); {measured['tokens_per_row']:.0f} tokens/row; this CPU sustains "
                   f"{measured['cpu_effective_flops'] / 1e9:.0f} GFLOP/s effective "
                   f"({measured['torch_threads']} threads). At that rate one roberta-large pass over "
                   f"{a.test_rows} rows would take "
-                  f"{2 * ROBERTA_LARGE * a.test_rows * TOKENS_PER_EXCERPT / measured['cpu_effective_flops'] / 60:.0f} min.", ""]
+                  f"{pass_min:.0f} min.", ""]
     lines += ["| job | PFLOPs | T4 utilisation assumed | minutes | minutes at half utilisation | share of 3 h |",
               "| --- | --- | --- | --- | --- | --- |"]
     for j in jobs:
@@ -154,7 +156,8 @@ def main() -> None:
           f"{a.batch_train}, a validation every {a.eval_every} steps and at each epoch end. Gradient "
           f"checkpointing would add ~1/3 to training FLOPs.\nCommand: {command}")
     RESULTS.mkdir(exist_ok=True)
-    out = {"command": command, "settings": {**vars(a), "train_csv": shown(a.train_csv)}, "measured": measured, "projections": jobs,
+    out = {"command": command, "settings": {**vars(a), "train_csv": shown(a.train_csv)}, "measured": measured,
+           "projections": jobs,
            "constants": {"t4_fp16_peak_flops": T4_FP16_PEAK, "limit_s": LIMIT_S, "params": ROBERTA_LARGE,
                          "tokens_per_excerpt": TOKENS_PER_EXCERPT}, "table": text}
     (RESULTS / "scaling.json").write_text(json.dumps(out, indent=2, default=float))

@@ -61,7 +61,7 @@ def run_kit(a, stamps: list) -> dict:
     import transformers
     import transformers.optimization
 
-    from utils.config import TrainConfig, competition_for
+    from utils.config import TrainConfig, competition_for, for_competition
     from utils.train import check_backbone, load_train, make_accelerator, train_fold
 
     make_schedule = transformers.optimization.get_cosine_schedule_with_warmup
@@ -87,6 +87,7 @@ def run_kit(a, stamps: list) -> dict:
         eval_every=10**9, group_by_length=a.group_by_length, progress=False, seed=a.seed,
     )
     comp, prec = competition_for(cfg), check_backbone(cfg)
+    cfg = for_competition(cfg, comp)  # --fit as the competition's, what run_cv records
     df = load_train(cfg, comp)
     train_fold(cfg, comp, df, split(len(df), a.seed), 0, make_accelerator(cfg, prec), prec)
     return {"n_train": len(df) - N_VALID}
@@ -245,7 +246,8 @@ def main() -> None:
           f"batch {a.batch_size}, max_len {a.max_len}, fp32, all-MiniLM-L6-v2, {runs[0]['torch_threads']} "
           f"torch threads (CPU shared with other jobs).\nCommand: {command}")
     RESULTS.mkdir(exist_ok=True)
-    out = {"command": command, "settings": {**{k: v for k, v in vars(a).items() if k not in ("child", "group_by_length")},
+    out = {"command": command,
+           "settings": {**{k: v for k, v in vars(a).items() if k not in ("child", "group_by_length")},
                         "train_csv": shown(a.train_csv)},
            "summary": summary, "runs": runs, "table": text}
     (RESULTS / "train_vs_trainer.json").write_text(json.dumps(out, indent=2))

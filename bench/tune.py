@@ -59,7 +59,8 @@ def report(study_dir: Path) -> dict:
     return {
         # The checkout's own path is this machine's: recorded from the checkout's root
         "study": str((study_dir / "study.db").resolve().relative_to(ROOT)
-                     if study_dir.resolve().is_relative_to(ROOT) else study_dir / "study.db"), "fold": 0, "trials_planned": TRIALS, "space": SPACE.split(","),
+                     if study_dir.resolve().is_relative_to(ROOT) else study_dir / "study.db"),
+        "fold": 0, "trials_planned": TRIALS, "space": SPACE.split(","),
         "command": "python -m utils.tune " + " ".join(tune_argv("DIR/train.csv", "MINILM")),
         "trials": trials, "n_complete": len(done), "n_pruned": len(pruned),
         "n_unfinished": len(trials) - len(done) - len(pruned),

@@ -20,8 +20,9 @@
 # `Linear(H, H) -> Tanh -> Linear(H, 1)` scores every token of the encoder's last hidden states;
 # padding is masked before the softmax and the weighted sum of the token states feeds the head.
 # `competition` says which data, input text, targets, task and metric (`python -m utils.competition
-# show`); checkpoints and the CV are in that metric. This notebook trains K folds with one call into `utils`, then shows the learning curves, the
-# per-fold scores, the out-of-fold predictions and **what the attention head looks at**.
+# show`); checkpoints and the CV are in that metric. This notebook trains K folds with one call into
+# `utils`, then shows the learning curves, the per-fold scores, the out-of-fold predictions and
+# **what the attention head looks at**.
 #
 # Run it twice with different `pooling`/`model_name`/`run_name` to get two runs for notebook 3.
 # With `pseudo_csv` (from notebook 5) it trains a student on the teachers' pseudo-labels as well.

@@ -36,7 +36,7 @@ blend_json = "blend.json"  # beside the runs; empty: equal weights
 data_dir = ""  # empty: the competition input (Kaggle) or data/ (local)
 runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
 out_dir = ""  # empty: utils.env.working_dir(), /kaggle/working on Kaggle
-base_model = ""  # a LoRA run's base model folder; empty: the recorded one, or an attached Kaggle Model / dataset holding it
+base_model = ""  # a LoRA run's base model folder; empty: as recorded, or an attached Kaggle Model / dataset holding it
 batch_size = 64
 colab_install = "/content/drive/MyDrive/kaggle-text-kit"  # Colab: pip-installed from here
 
@@ -95,7 +95,8 @@ display(submission.head())
 # %%
 train_csv = data / comp.train_file
 train = pd.read_csv(train_csv) if train_csv.exists() else None
-for col in [c for c in comp.target_cols if c in submission][:6]:  # each target: the submission beside the training target
+# each target: the submission beside the training target
+for col in [c for c in comp.target_cols if c in submission][:6]:
     fig = plots.prediction_hist(submission[col], train[col] if train is not None else None)
     fig.axes[0].set_title(f"{col}: submission vs the training target")
     plots.save_fig(fig, out / f"predictions_{col}.png")

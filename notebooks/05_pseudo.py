@@ -34,7 +34,7 @@
 
 # %% tags=["parameters"]
 competition = ""  # without teachers: a built-in slug or competition.json; empty: commonlitreadabilityprize
-pretrain_model = "roberta-base"  # encoder to continue pretraining (hub name or folder; masked LM, not a decoder LLM); empty: none
+pretrain_model = "roberta-base"  # encoder to pretrain further (hub name or folder; masked LM, no decoder); empty: none
 pretrain_epochs = 2
 pretrain_batch_size = 16
 pretrain_max_len = 256
@@ -45,7 +45,7 @@ max_std = 0.0  # >0: a text leaves fold k when its fold-k teachers disagree more
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/)
 runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
 models_dataset = "commonlit-kit-models"  # Kaggle: the dataset holding the teacher runs
-base_model = ""  # a LoRA teacher's base model folder; empty: the recorded one, or an attached Kaggle Model / dataset holding it
+base_model = ""  # a LoRA teacher's base model folder; empty: as recorded, or an attached Kaggle Model / dataset with it
 out_dir = ""  # empty: beside the runs when writable, else utils.env.working_dir()
 backbones_dir = ""  # empty: utils.env.working_dir() / "backbones"
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/

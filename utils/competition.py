@@ -378,7 +378,8 @@ def from_settings(settings: dict) -> Competition:
 def main(argv=None, infer=None) -> int:
     """CLI: show a description, or infer one from a folder of CSVs with `infer` (utils.infer.infer,
     which imports this module: the command line passes it in, as must a caller of `init`)."""
-    p = argparse.ArgumentParser(prog="python -m utils.competition", description=first_paragraph(__doc__), formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m utils.competition", description=first_paragraph(__doc__),
+                                formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("show", help="print a built-in or saved description as JSON", formatter_class=HelpFormatter)
     s.add_argument("competition", nargs="?", default=DEFAULT,

@@ -49,15 +49,19 @@ class TrainConfig:
     backbone_dropout: bool = False  # off by default: reported to help regression on this task
     head_dropout: float = 0.0  # dropout before the head
     reinit_layers: int = 0  # re-initialise the top k encoder layers
-    head_bias_mean: bool = False  # the head's bias starts at the labelled training rows' mean (log class shares), not near 0
+    head_bias_mean: bool = False  # the head's bias starts at the labelled training rows' mean
+    #   (log class shares), not near 0
     gradient_checkpointing: bool = False  # trade compute for memory (large models on a T4)
-    lora_r: int = 0  # >0: LoRA adapters of this rank on a frozen backbone (decoder LLMs; needs peft); 0: the whole backbone trains
+    lora_r: int = 0  # >0: LoRA adapters of this rank on a frozen backbone (decoder LLMs; needs peft);
+    #   0: the whole backbone trains
     lora_alpha: float = 0.0  # LoRA scale numerator (0: 2 x lora_r)
     lora_dropout: float = 0.05  # dropout on LoRA's input
-    lora_targets: tuple = ()  # module names LoRA adapts, or all-linear (empty: the family's defaults, utils.backbone.FAMILIES)
+    lora_targets: tuple = ()  # module names LoRA adapts, or all-linear (empty: the family's defaults,
+    #   utils.backbone.FAMILIES)
     load_in_4bit: bool = False  # QLoRA: the frozen backbone in 4-bit NF4 (CUDA and bitsandbytes; with lora_r)
     max_len: int = 256  # tokens per text, special tokens included (at most the backbone's)
-    fit: str = ""  # a longer text: head = first tokens; head_tail = first quarter + end; windows = overlapping windows, predictions averaged (empty: the competition's)
+    fit: str = ""  # a longer text: head = first tokens; head_tail = first quarter + end; windows =
+    #   overlapping windows, predictions averaged (empty: the competition's)
     # --- folds ---
     folds: int = 5  # K of K-fold cross-validation
     fold_seed: int = 42  # folds depend only on the data and this, never on `seed`
@@ -241,15 +245,22 @@ def _schedule(text: str) -> tuple:
 
 def field_comments(cls) -> dict:
     """{field: the comment beside it in the dataclass's source}: the one place a setting is
-    explained, read for --help so the help cannot drift from the code."""
+    explained, read for --help so the help cannot drift from the code. A comment too long for one
+    line goes on in the lines below it that start with "#   " (three spaces)."""
     import inspect
     import re
 
-    out = {}
+    out, last = {}, None
     for line in inspect.getsource(cls).splitlines():
         m = re.match(r"\s+(\w+): [^=#]+=[^#]*#\s*(.+)$", line)
+        more = re.match(r"\s+#   (\S.*)$", line)
         if m:
-            out[m.group(1)] = m.group(2).strip()
+            last = m.group(1)
+            out[last] = m.group(2).strip()
+        elif more and last:
+            out[last] += " " + more.group(1).strip()
+        else:
+            last = None
     return out
 
 

@@ -53,7 +53,8 @@ def read_csv(
 
     Checks: required columns, at least one row, non-empty text, numeric finite targets (unless
     `labels`: class labels, any value but missing),
-    unique ids (`id_col=None`: a file without ids). Extra columns are kept. A UTF-8 BOM and CRLF line endings are read correctly.
+    unique ids (`id_col=None`: a file without ids). Extra columns are kept. A UTF-8 BOM and CRLF
+    line endings are read correctly.
     `blank` (prediction only): what becomes of a blank or missing text, e.g. "predicted as the
     training mean"; such texts are then kept as "" with a warning naming the rows and saying so,
     so one bad row of a hidden test set cannot fail a whole submission. Empty: they are an error.
@@ -240,7 +241,8 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
         missing = [o for o in outputs if o not in head.columns]
         unknown = [c for c in head.columns if str(c).startswith("prob_") and c not in outputs]
         if missing or unknown:
-            raise DataError(f"{path.name} has {'no ' + ', '.join(missing) if missing else 'columns ' + ', '.join(unknown)}"
+            what = "no " + ", ".join(missing) if missing else "columns " + ", ".join(unknown)
+            raise DataError(f"{path.name} has {what}"
                             f": this run's outputs are {', '.join(outputs)}")
         df = check_frame(load_csv(path, id_col), path.name, text_cols, tuple(outputs), id_col)
         _check_probabilities(df, path.name, [o for o in outputs if o.startswith("prob_")], id_col)

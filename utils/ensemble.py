@@ -322,7 +322,8 @@ def blend_weights(path, runs, blend: dict | None = None) -> tuple[np.ndarray, di
 
 def main(argv=None) -> int:
     """CLI: fit the blend of the runs, print the table, write blend.json (for utils.predict)."""
-    p = argparse.ArgumentParser(prog="python -m utils.ensemble", description=first_paragraph(__doc__), formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m utils.ensemble", description=first_paragraph(__doc__),
+                                formatter_class=HelpFormatter)
     p.add_argument("--runs", nargs="+", required=True, help="run folders trained on the same folds")
     p.add_argument("--out", required=True, help=f"{BLEND} to write")
     p.add_argument("--target", default="target", help="the target column of runs saved before runs "

@@ -125,7 +125,8 @@ def _text_cols(tr: pd.DataFrame, te: pd.DataFrame, skip: set, train: str, test: 
     own = [c for c in shared if tr[c].nunique() >= 0.5 * len(tr)] or shared
     text = max(own, key=lengths.get)
     others = [c for c in shared if c != text]
-    return (text,), [f"text column {text!r}: the longest text ({lengths[text]:.0f} characters on average in {train}) of "
+    return (text,), [f"text column {text!r}: the longest text ({lengths[text]:.0f} characters on average in "
+                     f"{train}) of "
                      f"the columns {train} and {test} share that is each row's own" + (
                          f"; not used: {', '.join(others)} (a text pair [{others[0]}, {text}] or a text_template "
                          "would add them)" if others else "")]

@@ -601,7 +601,8 @@ def plot_targets(df: pd.DataFrame, comp) -> plt.Figure:
     for ax, col in zip(axes.ravel(), cols):
         y = df[col].astype(float)
         values = np.unique(y)
-        bins = np.append(values, values[-1] + 1) - 0.5 * np.min(np.diff(values)) if len(values) <= 20 and len(values) > 1 else 40
+        few = 1 < len(values) <= 20  # integer scores: a bar per value
+        bins = np.append(values, values[-1] + 1) - 0.5 * np.min(np.diff(values)) if few else 40
         ax.hist(y, bins=bins, color=NEUTRAL_COLOR, alpha=0.85, edgecolor="white")
         ax.axvline(y.mean(), color="black", ls="--", lw=1.2)
         ax.set(title=f"{col}: mean {y.mean():.2f}, sd {y.std():.2f}", xlabel=col, ylabel="rows")

@@ -33,7 +33,14 @@ from .files import fold_dirs, write_csv
 from .fold import read_fold
 from .model import TextModel, _pretrained
 from .objective import get_objective, objective_of
-from .runs import BLEND, check_runs, check_runs_agree, read_metrics, run_competition, run_spec  # noqa: F401 (re-exported)
+from .runs import (  # noqa: F401 (check_runs_agree, run_competition, run_spec: re-exported)
+    BLEND,
+    check_runs,
+    check_runs_agree,
+    read_metrics,
+    run_competition,
+    run_spec,
+)
 from .tables import read_split
 
 
@@ -284,7 +291,8 @@ def submit(runs, test_csv, out="submission.csv", weights=None, blend_json=None, 
 
 def main(argv=None) -> int:
     """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
-    p = argparse.ArgumentParser(prog="python -m utils.predict", description=first_paragraph(__doc__), formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m utils.predict", description=first_paragraph(__doc__),
+                                formatter_class=HelpFormatter)
     p.add_argument("--test-csv", required=True, help="the competition's test file; its sample submission beside it "
                    "sets the columns and row order")
     p.add_argument("--runs", nargs="+", required=True, help="run folders (each with fold*/)")
@@ -310,7 +318,8 @@ def main(argv=None) -> int:
         hf_logging.disable_progress_bar()
     try:
         sub = submit(args.runs, args.test_csv, args.out, args.weights, args.blend, timings,
-                     not args.no_sample_submission, batch_size=args.batch_size, device=args.device, precision=args.precision,
+                     not args.no_sample_submission, batch_size=args.batch_size, device=args.device,
+                     precision=args.precision,
                      base_model=args.base_model)
     except (DataError, ValueError, OSError) as e:
         return cli_error(e)

@@ -148,7 +148,8 @@ def texts_to_label(comp, texts_csv, train_csv) -> tuple[pd.DataFrame, np.ndarray
 
 def main(argv=None) -> int:
     """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
-    p = argparse.ArgumentParser(prog="python -m utils.pseudo", description=first_paragraph(__doc__), formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m utils.pseudo", description=first_paragraph(__doc__),
+                                formatter_class=HelpFormatter)
     p.add_argument("--runs", nargs="+", required=True, help="teacher run folders (same folds)")
     p.add_argument("--texts", required=True, help="CSV of texts to label: the id and text columns of "
                    "the teachers' competition, as in its test file")

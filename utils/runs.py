@@ -384,7 +384,8 @@ def read_run(run: Path) -> dict:
         version += f" {git['commit'][:7]}{'+dirty' if git.get('dirty') else ''}"
     stamp = run / (METRICS if has_metrics(run) else CONFIG)
     row = {"run": run.name, **{k: v for k, v in cfg.items() if k not in UNCOMPARED}, "competition": comp,
-           "metric": m.get("metric", ""), "cv": m.get("cv"), "identity": identity(run), "folds done": f"{len(done)}/{cfg.get('folds', len(todo))}",
+           "metric": m.get("metric", ""), "cv": m.get("cv"), "identity": identity(run),
+           "folds done": f"{len(done)}/{cfg.get('folds', len(todo))}",
            "minutes": round(sum((m.get("seconds_per_fold") or {}).values()) / 60, 1),
            "date": datetime.datetime.fromtimestamp(stamp.stat().st_mtime).strftime("%Y-%m-%d %H:%M"),
            "version": version.strip()}

@@ -487,7 +487,8 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     finite_preds = True  # the last validation's predictions were all finite
     step, next_eval, loss_sum, loss_n = 0, eval_period(cfg, math.inf), 0.0, 0
     t0 = time.time()
-    bar = tqdm(total=total, desc=f"fold {fold}", disable=not show_progress(cfg.progress and accelerator.is_main_process))
+    bar = tqdm(total=total, desc=f"fold {fold}",
+               disable=not show_progress(cfg.progress and accelerator.is_main_process))
     model.train()
     for epoch, phase in enumerate(phases):
         dl = loaders[phase]

@@ -168,7 +168,8 @@ def main(argv=None) -> int:
     """CLI: utils.train's options plus --trials and --space."""
     p = build_parser()
     p.prog, p.description = "python -m utils.tune", first_paragraph(__doc__)
-    p.add_argument("--trials", type=int, default=20, help="finished trials the study should hold (a rerun adds the rest)")
+    p.add_argument("--trials", type=int, default=20,
+                   help="finished trials the study should hold (a rerun adds the rest)")
     p.add_argument("--space", default="lr,head_lr,llrd,warmup",
                    help=f"comma-separated settings to search, from: {', '.join(SPACE)}")
     args = p.parse_args(argv)
