@@ -1,6 +1,8 @@
 """Copies that nothing else keeps equal: the notebooks' setup cell (the same cell in every kit
 notebook, in both its .py and its .ipynb form), and the test suite's own shape (no test module
-imports another: shared helpers live in tests/helpers.py, shared fixtures in tests/conftest.py)."""
+imports another: shared helpers live in tests/helpers.py, shared fixtures in tests/conftest.py; every
+test module marks `versions` the tests whose outcome can depend on the versions of transformers,
+accelerate, kaggle or peft, or is named in NOT_VERSIONED)."""
 
 import ast
 import json
@@ -142,3 +144,37 @@ def test_the_import_check_sees_every_form(tmp_path):
                    "from . import test_g\nimport helpers\nfrom conftest import ROOT\nfrom utils import test_tools\n")
     assert [m for _, m in imported_test_modules(src)] == [
         "test_a", "test_b", "tests.test_c", "tests.test_d", "test_e", "test_f", "test_g"]
+
+
+# Test modules none of whose tests is marked `versions` (pyproject.toml), so that `make test-tf4`
+# (the floor leg: -m "versions and not integration") skips them; the Makefile says why. A new
+# module is marked (pytestmark = pytest.mark.versions, or on its tests) or named here.
+NOT_VERSIONED = {
+    "test_competition": "descriptions, metrics and init's inference: pandas and scikit-learn",
+    "test_competition_split": "descriptions, tables, metrics of one's own: pandas",
+    "test_homes": "where names live in the source (ast)",
+    "test_imports": "the kit's import graph, read from the source (ast)",
+    "test_joins": "joined tables and where they are found: pandas",
+    "test_notebook_setup": "notebook cells and the test suite's shape",
+    "test_notebooks": "the notebooks only call utils, whose versioned paths the marked tests cover",
+    "test_pooling": "pooling layers: torch only",
+    "test_wheels": "textstat's wheels installed offline",
+}
+
+
+def marks_versions(path) -> bool:
+    """Whether a module marks itself or any of its tests `versions` (pytest.mark.versions)."""
+    return any(isinstance(node, ast.Attribute) and node.attr == "versions"
+               and ast.unparse(node.value) == "pytest.mark"
+               for node in ast.walk(ast.parse(path.read_text())))
+
+
+def test_every_test_module_says_whether_it_depends_on_the_versions():
+    modules = {p.stem: marks_versions(p) for p in (ROOT / "tests").glob("test_*.py")}
+    unsaid = sorted(m for m, marked in modules.items() if not marked and m not in NOT_VERSIONED)
+    assert not unsaid, (f"{unsaid}: mark the tests whose outcome can depend on the versions of transformers, "
+                        "accelerate, kaggle or peft with @pytest.mark.versions (the floor leg runs them), or name "
+                        "the module in NOT_VERSIONED with why")
+    both = sorted(m for m, marked in modules.items() if marked and m in NOT_VERSIONED)
+    assert not both, f"{both}: marked `versions` and named in NOT_VERSIONED"
+    assert not set(NOT_VERSIONED) - set(modules), set(NOT_VERSIONED) - set(modules)

@@ -17,6 +17,9 @@ from utils.metrics import METRICS
 from utils.train import main as train_main
 from utils.train import run_cv, scores
 
+# versions: the training loop on the tiny models, transformers' load report of a decoder's LM head
+pytestmark = pytest.mark.versions
+
 
 def test_a_checkpoint_is_chosen_by_the_competitions_accuracy_not_the_loss_log_loss():
     # Two validations of a 3-class model: A is the more confident (lower log-loss) and right less
