@@ -259,7 +259,9 @@ def jigsaw(folder: Path, n: int = 24) -> Path:
     train.to_csv(folder / "train.csv", index=False)
     test_ids = [f"t{i:015x}" for i in range(4)]
     pd.DataFrame({"id": test_ids, "comment_text": ESSAY}).to_csv(folder / "test.csv", index=False)
-    pd.DataFrame({"id": test_ids[::-1], **{c: 0.5 for c in LABELS}}).to_csv(folder / "sample_submission.csv", index=False)
+    pd.DataFrame({"id": test_ids[::-1], **{c: 0.5 for c in LABELS}}).to_csv(
+        folder / "sample_submission.csv", index=False
+    )
     return folder
 
 
@@ -352,7 +354,9 @@ def train_pair(tmp: Path, tiny_bert) -> dict:
     test["id"] = [f"t{i:03d}" for i in range(len(test))]
     test.to_csv(tmp / "test.csv", index=False)
     test[["id"]].assign(target=0.0).to_csv(tmp / "sample_submission.csv", index=False)
-    return {"runs": runs, "blend": tmp / "blend.json", "test": tmp / "test.csv", "sample": tmp / "sample_submission.csv"}
+    return {
+        "runs": runs, "blend": tmp / "blend.json", "test": tmp / "test.csv", "sample": tmp / "sample_submission.csv"
+    }
 
 
 def train_other(tmp_path_factory, tiny_bert, slug: str) -> dict:

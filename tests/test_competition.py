@@ -43,7 +43,9 @@ def test_each_builtin_reads_its_real_shape_and_round_trips(slug, tmp_path):
 
 def test_commonlit_is_the_default_and_keeps_todays_columns():
     c = load_competition("")
-    assert (c.slug, c.id_col, c.text_cols, c.target_cols) == ("commonlitreadabilityprize", "id", ("excerpt",), ("target",))
+    assert (c.slug, c.id_col, c.text_cols, c.target_cols) == (
+        "commonlitreadabilityprize", "id", ("excerpt",), ("target",)
+    )
     assert (c.model_task, c.metric_name, c.submission_kind) == ("regression", "rmse", "values")
 
 
@@ -56,7 +58,10 @@ def test_commonlit_is_the_default_and_keeps_todays_columns():
     ('{"slug": "x", "max_len": 5}', "unknown field 'max_len'"),
     ('{"slug": "x", "id_col": 3}', "field 'id_col' must be a str, got 3"),
     ('{"slug": "x", "task": "binary", "metric": "rmse"}', "field 'metric': rmse scores values; a classification model"),
-    ('{"slug": "x", "task": "regression", "metric": "f1"}', "field 'metric': f1 scores labels made by a threshold rule; a regression model"),
+    (
+        '{"slug": "x", "task": "regression", "metric": "f1"}',
+        "field 'metric': f1 scores labels made by a threshold rule; a regression model",
+    ),
     ('{"slug": "x", "target_cols": ["a", "b"]}', "field 'target_cols': task 'regression' has one target"),
     ('{"slug": "x", "folds": "group"}', "field 'group_col': folds 'group' needs the column"),
     ('{"slug": "x", "text_cols": ["a"], "text_template": "{b}"}', "field 'text_template'"),
@@ -80,10 +85,14 @@ def test_missing_columns_and_joins_name_the_file(tmp_path):
     c = load_competition("commonlit-evaluate-student-summaries")
     data = tiny_data(c.slug, tmp_path / "d")
     pd.read_csv(data / "summaries_test.csv").drop(columns="text").to_csv(data / "summaries_test.csv", index=False)
-    with pytest.raises(DataError, match=r"summaries_test.csv \(with prompts_test.csv joined\) is missing column 'text'"):
+    with pytest.raises(
+        DataError, match=r"summaries_test.csv \(with prompts_test.csv joined\) is missing column 'text'"
+    ):
         read_table(c, data, "test")
     pd.read_csv(data / "summaries_train.csv").assign(prompt_id="zzz").to_csv(data / "summaries_train.csv", index=False)
-    with pytest.raises(DataError, match="summaries_train.csv: 12 rows have a 'prompt_id' missing from prompts_train.csv"):
+    with pytest.raises(
+        DataError, match="summaries_train.csv: 12 rows have a 'prompt_id' missing from prompts_train.csv"
+    ):
         read_table(c, data, "train")
 
 
@@ -109,10 +118,13 @@ def test_init_infers_the_real_competitions(which, expected, tmp_path, capsys):
     assert f"task {c.task}" in out and f"metric {c.metric_name}" in out and "check it" in out
     if which not in ("commonlit", "feedback-prize-ell", "nlp-getting-started"):
         return  # not a built-in: nothing to compare with
-    builtin = {"commonlit": "commonlitreadabilityprize", "feedback-prize-ell": "feedback-prize-english-language-learning",
+    builtin = {"commonlit": "commonlitreadabilityprize",
+               "feedback-prize-ell": "feedback-prize-english-language-learning",
                "nlp-getting-started": "nlp-getting-started"}[which]
     b = BUILTIN[builtin]
-    assert (c.id_col, c.target_cols, c.model_task, c.metric_name) == (b.id_col, b.target_cols, b.model_task, b.metric_name)
+    assert (c.id_col, c.target_cols, c.model_task, c.metric_name) == (
+        b.id_col, b.target_cols, b.model_task, b.metric_name
+    )
     # the built-in description reads the real files
     train, test = read_table(b, data, "train"), read_table(b, data, "test")
     assert len(b.input_texts(train)) == len(train) and len(b.input_texts(test)) == len(test)

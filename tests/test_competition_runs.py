@@ -172,7 +172,9 @@ def test_pseudo_labels_per_target_and_per_class_probability_train_a_student(slug
     test = pd.read_csv(data / comp.test_file)
     col = comp.text_cols[-1]  # texts the training data does not hold
     test.assign(**{comp.id_col: [f"x{i}" for i in range(len(test))],
-                   col: [f"{t} Unseen sentence number {i}." for i, t in enumerate(test[col])]}).to_csv(texts, index=False)
+                   col: [f"{t} Unseen sentence number {i}." for i, t in enumerate(test[col])]}).to_csv(
+        texts, index=False
+    )
     out = tmp_path / "pseudo.csv"
     argv = ["--runs", *map(str, runs), "--texts", str(texts), "--train-csv", str(data / comp.train_file),
             "--blend", str(tmp_path / "blend.json"), "--out", str(out), "--no-progress"]
@@ -214,7 +216,9 @@ def test_a_pseudo_file_of_an_unseen_class_is_refused_in_one_line(tmp_path, tiny_
     assert_one_line_error(capsys.readouterr().err, "p.csv has columns prob_2", "outputs are prob_0, prob_1")
     bad.drop(columns="prob_2").assign(prob_1=[0.3, 1.7]).to_csv(tmp_path / "p.csv", index=False)
     assert main(argv) == 2
-    assert_one_line_error(capsys.readouterr().err, "p.csv: column 'prob_1' is not a probability in [0, 1] at row 3 (id p1)")
+    assert_one_line_error(
+        capsys.readouterr().err, "p.csv: column 'prob_1' is not a probability in [0, 1] at row 3 (id p1)"
+    )
     assert not (tmp_path / "s" / "fold0").exists()
 
 
@@ -239,5 +243,7 @@ def test_what_a_submission_holds_follows_the_description():
     ell = load_competition("feedback-prize-english-language-learning")
     values = predict.submission_frame(ell, test.rename(columns={"id": "text_id"}), np.full((3, 6), 5.7))
     assert (values.drop(columns="text_id").to_numpy() == 5.0).all()  # clipped to the range
-    with pytest.raises(CompetitionError, match="field 'submission': a regression model's submission holds values or labels"):
+    with pytest.raises(
+        CompetitionError, match="field 'submission': a regression model's submission holds values or labels"
+    ):
         dataclasses.replace(load_competition(""), submission="probabilities")

@@ -31,8 +31,14 @@ def test_reads_valid_file_and_keeps_extra_columns(tmp_path):
         (lambda d: d.drop(columns="excerpt"), r"train.csv is missing column 'excerpt'; found: id, "),
         (lambda d: d.assign(excerpt=d.excerpt.where(d.index != 3, "  ")), r"'excerpt' is empty at row 5 \(id id0003\)"),
         (lambda d: d.assign(excerpt=d.excerpt.where(d.index != 0, None)), r"'excerpt' is empty at row 2 \(id id0000\)"),
-        (lambda d: d.assign(target=d.target.astype(object).where(d.index != 4, "hard")), r"'target' is not a finite number at row 6 \(id id0004\)"),
-        (lambda d: d.assign(id=d.id.where(d.index != 7, "id0001")), r"duplicate ids at row 3 \(id id0001\), row 9 \(id id0001\)"),
+        (
+            lambda d: d.assign(target=d.target.astype(object).where(d.index != 4, "hard")),
+            r"'target' is not a finite number at row 6 \(id id0004\)",
+        ),
+        (
+            lambda d: d.assign(id=d.id.where(d.index != 7, "id0001")),
+            r"duplicate ids at row 3 \(id id0001\), row 9 \(id id0001\)",
+        ),
         (lambda d: d.iloc[:0], r"train.csv has no data rows"),
     ],
 )
@@ -129,7 +135,9 @@ def test_dataset_truncates_counts_and_collates_to_multiple_of_8(tiny_bert):
 
 @pytest.mark.versions
 @pytest.mark.parametrize("kind", ["bert", "roberta"])
-def test_long_texts_are_fitted_head_or_head_and_tail_without_a_length_warning(kind, tiny_bert, tiny_roberta, capfd, caplog):
+def test_long_texts_are_fitted_head_or_head_and_tail_without_a_length_warning(
+    kind, tiny_bert, tiny_roberta, capfd, caplog
+):
     from utils.batching import encode
 
     tok = load_tokenizer(tiny_bert if kind == "bert" else tiny_roberta)

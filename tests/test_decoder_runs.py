@@ -159,7 +159,9 @@ def test_a_blend_of_a_lora_run_and_an_encoder_run_is_fitted_on_oof_and_predicts_
     assert predict_cli.main(argv) == 0
     sub = pd.read_csv(tmp_path / "sub.csv", dtype={"id": str})
     texts = test.excerpt.tolist()
-    expected = w[0] * predict_run(d / "lora", texts, progress=False) + w[1] * predict_run(d / "bert", texts, progress=False)
+    expected = (
+        w[0] * predict_run(d / "lora", texts, progress=False) + w[1] * predict_run(d / "bert", texts, progress=False)
+    )
     assert sub.id.tolist() == test.id.tolist() and np.allclose(sub.target, expected, atol=1e-6)
 
 

@@ -122,7 +122,9 @@ def test_run_figures_read_the_run_through_its_home(tiny_csv, tiny_bert, tmp_path
     # Class probabilities have no scatter of a value against its prediction.
     comp = load_competition("nlp-getting-started")
     df = read_table(comp, tiny_data(comp.slug, tmp_path / "tweets", 20))
-    eda.write_oof_run(tmp_path / "tweets", comp, df, folds, eda.baseline_cv(comp, df, folds)["predict the class shares"][1])
+    eda.write_oof_run(
+        tmp_path / "tweets", comp, df, folds, eda.baseline_cv(comp, df, folds)["predict the class shares"][1]
+    )
     with pytest.raises(ValueError, match="class probabilities"):
         plots.oof_scatter(tmp_path / "tweets")
 

@@ -249,7 +249,9 @@ def test_a_lora_runs_models_dataset_holds_its_adapters_only(trained_lora, tmp_pa
     assert np.abs(a - b).max() <= bundle.FP16_TOL
 
 
-@pytest.mark.parametrize("source,key", [(BASE_HANDLE, "model_sources"), (f"{OWNER}/tiny-llama-base", "dataset_sources")])
+@pytest.mark.parametrize(
+    "source,key", [(BASE_HANDLE, "model_sources"), (f"{OWNER}/tiny-llama-base", "dataset_sources")]
+)
 def test_a_lora_runs_kernels_attach_its_base_model(trained_lora, tmp_path, source, key):
     """A Kaggle Model goes to model_sources, a dataset to dataset_sources, of the kernels that load
     the runs (submission, pseudo) only; an encoder run's kernels attach none."""
@@ -262,7 +264,9 @@ def test_a_lora_runs_kernels_attach_its_base_model(trained_lora, tmp_path, sourc
         meta = json.loads((Path(k["path"]) / "kernel-metadata.json").read_text())
         loads = k["role"] in ("submission", "pseudo")
         attached = {"model_sources": meta["model_sources"], "dataset_sources": meta["dataset_sources"]}
-        want = {"model_sources": [], "dataset_sources": [code] + ([models] if bundle.ROLES[k["role"]]["models"] else [])}
+        want = {
+            "model_sources": [], "dataset_sources": [code] + ([models] if bundle.ROLES[k["role"]]["models"] else [])
+        }
         if loads:
             want[key] = want[key] + [source]
         assert attached == want, k["role"]

@@ -61,7 +61,10 @@ def test_predict_cli_errors_are_one_line(two_runs, tmp_path, capsys):
     cases = [
         (["--test-csv", str(tmp_path / "empty.csv"), "--runs", str(d / "attn")], "empty.csv has no data rows"),
         (["--test-csv", str(d / "test.csv"), "--runs", str(tmp_path / "nope")], "run folder not found"),
-        (["--test-csv", str(d / "test.csv"), "--runs", str(d / "attn"), "--weights", "1", "2"], "2 blend weights for 1 runs"),
+        (
+            ["--test-csv", str(d / "test.csv"), "--runs", str(d / "attn"), "--weights", "1", "2"],
+            "2 blend weights for 1 runs",
+        ),
     ]
     for argv, msg in cases:
         assert main(argv + ["--out", str(tmp_path / "s.csv")]) == 2

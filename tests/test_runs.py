@@ -74,7 +74,10 @@ def test_read_metrics_reads_an_old_metrics_file_into_the_new_vocabulary(old, met
     fold_log_loss) reads as metric, cv and fold_score (int folds), its other keys kept."""
     runs_cli.write_metrics(tmp_path, {**old, "folds_done": [0, 1], "n_oof": 60})
     m = runs_cli.read_metrics(tmp_path)
-    cv, folds = next(v for k, v in old.items() if k.startswith("cv_")), next(v for k, v in old.items() if k.startswith("fold_"))
+    cv, folds = (
+        next(v for k, v in old.items() if k.startswith("cv_")),
+        next(v for k, v in old.items() if k.startswith("fold_")),
+    )
     assert (m["metric"], m["cv"]) == (metric, cv)
     assert m["fold_score"] == {int(k): v for k, v in folds.items()} and set(m["fold_score"]) == {0, 1}
     assert m["folds_done"] == [0, 1] and m["n_oof"] == 60

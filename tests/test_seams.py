@@ -134,7 +134,9 @@ def test_the_column_flags_build_the_competition_at_the_edge(tmp_path):
                             "--target-cols", "cohesion", "syntax", "--id-col", "text_id"])
     assert comp == from_settings({"text_col": "full_text", "target_cols": ["cohesion", "syntax"], "id_col": "text_id"})
     assert comp.task == "multi_regression" and not hasattr(cfg, "target_cols")
-    cfg, comp = parse_args(["--train-csv", "t.csv", "--model", "m", "--out", "o", "--competition", "nlp-getting-started"])
+    cfg, comp = parse_args(
+        ["--train-csv", "t.csv", "--model", "m", "--out", "o", "--competition", "nlp-getting-started"]
+    )
     assert comp.slug == "nlp-getting-started" and cfg.competition == "nlp-getting-started"
     with pytest.raises(ValueError, match="--task comes from the competition"):
         parse_args(["--train-csv", "t.csv", "--model", "m", "--out", "o", "--competition", "nlp-getting-started",

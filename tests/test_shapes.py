@@ -70,7 +70,9 @@ def test_multilabel_from_init_to_a_blended_submission_as_the_sample(tmp_path, ti
     expect = np.mean([roc_auc_score(truth[:, j], prob[:, j]) for j in range(6)])
     assert metrics["cv"] == pytest.approx(expect)
     # Blend on the OOF (log-loss per label), then the submission as the sample shows it.
-    assert ensemble.main(["--runs", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "blend.json")]) == 0
+    assert ensemble.main(
+        ["--runs", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "blend.json")]
+    ) == 0
     sub = submit(data, [tmp_path / "a", tmp_path / "b"], tmp_path / "sub.csv", "--blend", str(tmp_path / "blend.json"))
     sample = pd.read_csv(data / "sample_submission.csv", dtype=str)
     assert list(sub.columns) == list(sample.columns) and sub["id"].tolist() == sample["id"].tolist()
@@ -194,7 +196,9 @@ def test_a_metric_of_ones_own_trains_blends_predicts_and_travels_in_the_descript
     assert metrics["metric"] == "mae_first" and "valid mae_first" in capsys.readouterr().out
     oof = runs.read_oof(tmp_path / "a").frame
     assert metrics["cv"] == pytest.approx(float(np.mean(np.abs(oof["target"] - oof["pred"]))))
-    assert ensemble.main(["--runs", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "blend.json")]) == 0
+    assert ensemble.main(
+        ["--runs", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "blend.json")]
+    ) == 0
     assert json.loads((tmp_path / "blend.json").read_text())["metric"] == "mae_first"
     # A fresh process that never read my_metric.py (a Kaggle kernel with the code dataset) gets the
     # metric from the run's recorded description, and from the description passed as a parameter.
@@ -323,7 +327,9 @@ def test_multilabel_pseudo_labels_train_a_student(tmp_path, tiny_bert):
     data = jigsaw(tmp_path / "jigsaw")
     path = init(data)
     train(data, path, tmp_path / "teacher", tiny_bert)
-    texts = pd.DataFrame({"id": [f"u{i}" for i in range(6)], "comment_text": [f"unlabelled comment {i}" for i in range(6)]})
+    texts = pd.DataFrame(
+        {"id": [f"u{i}" for i in range(6)], "comment_text": [f"unlabelled comment {i}" for i in range(6)]}
+    )
     texts.to_csv(tmp_path / "unlabelled.csv", index=False)
     argv = ["--runs", str(tmp_path / "teacher"), "--texts", str(tmp_path / "unlabelled.csv"),
             "--train-csv", str(data / "train.csv"), "--out", str(tmp_path / "pseudo.csv"), "--no-progress"]

@@ -205,7 +205,9 @@ def test_drop_reference_leaves_the_row_out_everywhere(tmp_path, tiny_bert):
 def test_multi_target_regression(tmp_path, tiny_bert):
     df = tiny_frame(60).assign(content=lambda d: d.target * 0.5 + 1)
     df.to_csv(tmp_path / "t.csv", index=False)
-    m = run_cv(cfg_for(tmp_path / "t.csv", tmp_path / "r", tiny_bert), from_settings({"target_cols": ["target", "content"]}))
+    m = run_cv(
+        cfg_for(tmp_path / "t.csv", tmp_path / "r", tiny_bert), from_settings({"target_cols": ["target", "content"]})
+    )
     oof = pd.read_csv(tmp_path / "r" / "oof.csv")
     assert {"pred_target", "pred_content"} <= set(oof.columns)
     per = m["per_metric"]["rmse"]["per_target"]
@@ -401,9 +403,14 @@ def test_a_run_says_how_to_reproduce_it(tiny_csv, tiny_bert, tmp_path):
     assert comp == from_settings({})
     root = Path(__file__).resolve().parents[1]
     if (root / ".git").exists():
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
         assert m["git"]["commit"] == head and isinstance(m["git"]["dirty"], bool)
-    assert m["hardware"]["cpu"] and m["hardware"]["cpu_count"] >= 1 and m["hardware"]["gpu_count"] == len(m["hardware"]["gpus"])
+    assert (
+        m["hardware"]["cpu"] and m["hardware"]["cpu_count"] >= 1
+        and m["hardware"]["gpu_count"] == len(m["hardware"]["gpus"])
+    )
     assert m["config"]["train_csv_sha256"] == hashlib.sha256(Path(tiny_csv).read_bytes()).hexdigest()
     assert set(m["seconds_per_fold"]) == {0, 1}
     import socket
@@ -488,7 +495,8 @@ def test_head_bias_mean_starts_the_head_at_the_training_rows_mean(tmp_path, tiny
     df = tiny_frame(60).assign(content=lambda d: d.target * 0.5 + 3)  # scores far from 0, as essays'
     df["level"] = np.where(df.target < df.target.quantile(0.3), "hard", "easy")  # 70/30 classes
     df.to_csv(tmp_path / "t.csv", index=False)
-    kw, comp = (({}, from_settings({"target_cols": ["target", "content"]})) if task == "regression"  # a third class never seen:
+    # a third class never seen:
+    kw, comp = (({}, from_settings({"target_cols": ["target", "content"]})) if task == "regression"
                 else ({"num_labels": 3}, from_settings({"task": "classification", "target_cols": ["level"]})))
     start = {}
     for on in (False, True):  # lr 0: the saved head is the head as it started

@@ -124,7 +124,9 @@ def test_a_decoders_poolings_include_last_and_an_encoders_keep_theirs(tiny_decod
 
     decoder = TrainConfig(train_csv="t.csv", out="o", model=tiny_decoders["qwen2"], pooling="last", lora_r=8)
     encoder = TrainConfig(train_csv="t.csv", out="o", model=tiny_bert)
-    assert "last" in tune_cli.space_for(decoder)["pooling"][1] and "cls" not in tune_cli.space_for(decoder)["pooling"][1]
+    assert (
+        "last" in tune_cli.space_for(decoder)["pooling"][1] and "cls" not in tune_cli.space_for(decoder)["pooling"][1]
+    )
     assert tune_cli.space_for(encoder)["pooling"] == tune_cli.SPACE["pooling"]
     assert tune_cli.space_for(encoder)["lr"] == tune_cli.SPACE["lr"] != tune_cli.space_for(decoder)["lr"]
 
