@@ -62,13 +62,14 @@ test-unit: install
 
 # The floor leg runs only the unit tests marked `versions` (pyproject.toml's markers): those whose
 # outcome can depend on the versions of transformers, accelerate, kaggle and peft. Marked: model,
-# tokenizer and LoRA (peft) loading and saving, the training loop on the tiny models and everything
-# built on trained runs (blends, pseudo-labels, tuning, bundles, shapes), data-parallel training via
-# accelerate, the kaggle CLI, and the CLIs and light modules whose imports pull those packages in;
-# when in doubt a module is marked. Left out, running the same on any of those versions: pure
-# pandas, metrics, competition descriptions, EDA baselines, pooling (torch only), wheels, docs and
-# code-shape checks; the notebook tests (the notebooks only call utils, whose versioned paths the
-# marked tests cover); and the integration tests (the same code paths on a real model, the slowest).
+# tokenizer and LoRA (peft) loading and saving, the training loop on the tiny models (resume, OOM
+# fallback, trackers, pretraining), data-parallel training via accelerate, decoders with LoRA end to
+# end, the kaggle CLI, and the CLIs and light modules whose imports pull those packages in. Left
+# out (tests/test_notebook_setup.py's NOT_VERSIONED says why, per module): pure pandas, metrics,
+# descriptions, pooling (torch only), wheels, code-shape checks; the kit logic over trained runs
+# (blends, honesty, pseudo-labels, shapes, tuning, bundles), whose calls into those packages are the
+# marked training tests' own; the notebook tests (the notebooks only call utils); and the
+# integration tests (the same code paths on a real model, the slowest).
 test-tf4: install-tf4
 	$(PY_TF4) -m pytest -q -m "versions and not integration"
 

@@ -15,9 +15,6 @@ from utils.model import TextModel
 from utils.runs import identity, read_metrics, write_metrics
 from utils.train import run_cv
 
-# versions: trains tiny runs and applies blends to them (transformers models saved and loaded)
-pytestmark = pytest.mark.versions
-
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory, tiny_bert):

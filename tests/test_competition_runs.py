@@ -17,9 +17,6 @@ from utils.metrics import apply_rule, get_metric
 from utils.tables import read_table
 from utils.train import run_cv
 
-# versions: trains and predicts on every competition shape (transformers, the training loop)
-pytestmark = pytest.mark.versions
-
 
 def train_on(slug, folder, tiny_bert, name="run", n=24, **kw):
     data = tiny_data(slug, folder, n)

@@ -13,9 +13,6 @@ import sys
 import pytest
 from conftest import ROOT
 
-# versions: the benchmark's models, built from transformers' config classes
-pytestmark = pytest.mark.versions
-
 SCRIPT = ROOT / "bench" / "gpu.py"
 TRAIN_ARMS = ("fp32", "fp16 AMP", "bf16 AMP", "checkpointing off", "checkpointing on")
 INFER_ARMS = ("dynamic @256", "fixed @256", "dynamic @512", "fixed @512")

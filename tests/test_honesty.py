@@ -29,9 +29,6 @@ from utils.data import make_folds
 from utils.train import RunError, run_cv
 from utils.train import main as train_main
 
-# versions: trains teacher runs, blends them and pseudo-labels with them
-pytestmark = pytest.mark.versions
-
 
 def make_pseudo(v, texts, *extra) -> pd.DataFrame:
     return pseudo_labels(v, ("attn", "mean"), texts, *extra)

@@ -41,9 +41,6 @@ from utils.predict import predict
 from utils.runs import identity
 from utils.train import run_cv
 
-# versions: bundles trained runs (fp16 weights, LoRA adapters and their base) and runs the kernel
-pytestmark = pytest.mark.versions
-
 # ----------------------------------------------------------------------------- fixtures
 
 

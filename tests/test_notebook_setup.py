@@ -149,6 +149,9 @@ def test_the_import_check_sees_every_form(tmp_path):
 # Test modules none of whose tests is marked `versions` (pyproject.toml), so that `make test-tf4`
 # (the floor leg: -m "versions and not integration") skips them; the Makefile says why. A new
 # module is marked (pytestmark = pytest.mark.versions, or on its tests) or named here.
+# Kit logic over trained runs, whose calls into transformers and accelerate are those test_train,
+# test_model, test_decoders and test_reliability make at the floors: run once, on today's versions.
+OVER_RUNS = "kit logic over runs trained through the calls the marked training tests make"
 NOT_VERSIONED = {
     "test_competition": "descriptions, metrics and init's inference: pandas and scikit-learn",
     "test_competition_split": "descriptions, tables, metrics of one's own: pandas",
@@ -159,6 +162,14 @@ NOT_VERSIONED = {
     "test_notebooks": "the notebooks only call utils, whose versioned paths the marked tests cover",
     "test_pooling": "pooling layers: torch only",
     "test_wheels": "textstat's wheels installed offline",
+    "test_blend_members": f"blend members and their identities: {OVER_RUNS}",
+    "test_competition_runs": f"every competition shape end to end: {OVER_RUNS}",
+    "test_honesty": f"fold k's labels never reach fold k: {OVER_RUNS}",
+    "test_predict_ensemble": f"prediction and blending of saved runs: {OVER_RUNS}",
+    "test_pseudo": f"pseudo-labels and students: {OVER_RUNS}",
+    "test_tune": f"Optuna studies (optuna has no floor): {OVER_RUNS}",
+    "test_kaggle": f"bundles and offline kernels (the kaggle CLI at its floor: test_kaggle_cli): {OVER_RUNS}",
+    "test_gpu_bench": f"the benchmark's arms through the kit's own loop: {OVER_RUNS}",
 }
 
 

@@ -21,9 +21,6 @@ from utils.objective import REGRESSION
 from utils.predict import check_submission, main, predict, predict_run
 from utils.train import run_cv
 
-# versions: trains runs and predicts with them (transformers)
-pytestmark = pytest.mark.versions
-
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory, tiny_bert):

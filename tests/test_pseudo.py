@@ -15,9 +15,6 @@ from utils.model import TextModel
 from utils.predict import predict_model
 from utils.train import RunError, compute_loss, run_cv
 
-# versions: teacher runs, pseudo-labels and students trained on them
-pytestmark = pytest.mark.versions
-
 
 @pytest.fixture(scope="module")
 def teachers(tmp_path_factory, tiny_bert):

@@ -31,9 +31,6 @@ from utils.tables import read_table
 from utils.train import main as train_main
 from utils.train import run_cv
 
-# versions: trains, blends and predicts for each competition shape
-pytestmark = pytest.mark.versions
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -235,6 +232,7 @@ def test_a_broken_metric_file_is_one_line_naming_it(tmp_path, code, message):
 # ----------------------------------------------------------------------------- inputs and init
 
 
+@pytest.mark.versions  # each tokenizer's own separator token, as transformers loads it
 def test_several_short_columns_join_with_each_backbones_own_separator(tmp_path, tiny_bert, tiny_roberta):
     data = tmp_path / "patent"
     data.mkdir()

@@ -12,9 +12,6 @@ from utils import tune as tune_cli
 from utils.config import config_from_args
 from utils.runs import read_metrics
 
-# versions: tuning trials that are training runs (encoders and LoRA decoders)
-pytestmark = pytest.mark.versions
-
 
 def argv(tiny_csv, tiny_bert, out, *extra):
     """helpers.one_fold_argv with 4 steps: two validations a trial, for the pruner."""
