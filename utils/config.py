@@ -161,15 +161,20 @@ class Columns:
 DESCRIBED = tuple(f.name for f in dataclasses.fields(Columns))  # what a description sets instead
 
 
+def column_flag_refused(field: str, competition: str) -> ValueError:
+    """The one-line error for a column flag given with --competition (the description sets it)."""
+    return ValueError(f"--{field.replace('_', '-')} comes from the competition with --competition: leave it "
+                      "out, or change it in a competition.json (python -m utils.competition "
+                      f"show {competition} > competition.json)")
+
+
 def competition_for(cfg: TrainConfig, columns: Columns | None = None) -> Competition:
     """The run's competition, resolved once at the edge (CLI, notebook, tune): --competition's
     description, else the one the column flags describe; both at once is an error."""
     if cfg.competition:
         if columns is not None and columns != Columns():
             given = next(k for k in DESCRIBED if getattr(columns, k) != getattr(Columns(), k))
-            raise ValueError(f"--{given.replace('_', '-')} comes from the competition with --competition: "
-                             "leave it out, or change it in a competition.json (python -m utils.competition "
-                             f"show {cfg.competition} > competition.json)")
+            raise column_flag_refused(given, cfg.competition)
         return load_competition(cfg.competition)
     return from_settings(dataclasses.asdict(columns or Columns()))
 
@@ -343,9 +348,7 @@ def parse_args(argv=None) -> tuple[TrainConfig, Competition]:
             action.default = argparse.SUPPRESS
         given = [k for k in vars(parser.parse_args(argv)) if k in DESCRIBED]
         if given:
-            raise ValueError(f"--{given[0].replace('_', '-')} comes from the competition with --competition: "
-                             "leave it out, or change it in a competition.json (python -m utils.competition "
-                             f"show {args['competition']} > competition.json)")
+            raise column_flag_refused(given[0], args["competition"])
     for k in ("target_cols", "only_folds", "lora_targets"):
         args[k] = tuple(args[k])
     columns = Columns(**{k: args.pop(k) for k in DESCRIBED})
