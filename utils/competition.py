@@ -27,6 +27,8 @@ from .data import DataError
 from .files import write_json
 from .metrics import METRICS, check_on_sample, register_code
 from .objective import objective_of
+from .reshape import RESHAPES
+from .reshape import register_code as register_reshape
 
 # task -> (what the model is trained as, the default metric, what a submission holds)
 TASKS = {
@@ -36,8 +38,11 @@ TASKS = {
     "multiclass": ("classification", "accuracy", "labels"),
     "ordinal": ("regression", "qwk", "labels"),  # a regression output cut into integer scores
     "multilabel": ("multilabel", "roc_auc", "probabilities"),  # several 0/1 labels, one probability each
+    # Rankings: the answer is the top answer_k candidates, best first, scored by MAP@answer_k.
+    "retrieval": ("retrieval", "map@{k}", "ranking"),  # items of a catalogue table (Eedi's misconceptions)
+    "multiple_choice": ("multiple_choice", "map@{k}", "ranking"),  # options in columns of the row (A-E)
 }
-SUBMISSIONS = ("values", "labels", "probabilities")
+SUBMISSIONS = ("values", "labels", "probabilities", "ranking")
 FOLDS = ("stratified", "group", "file")
 LONG_TEXT = ("head", "head_tail", "windows")
 # Where the backbone's own separator token goes in an input text ({sep} in a text_template; between
@@ -75,6 +80,14 @@ class Competition:
     long_text: str = "head"  # texts past max_len: head | head_tail | windows (averaged)
     standard_error_col: str = ""  # a per-row label noise column, if the data has one
     short_name: str = ""  # prefix of the kit's Kaggle datasets and kernels; "" = from the slug
+    # Rankings (task retrieval or multiple_choice; or a multiclass task answering its top classes):
+    catalogue: tuple = ()  # retrieval: [file, id column, text column], the items answers are drawn from
+    options: tuple = ()  # multiple_choice: the columns holding a row's options; the target names one
+    answer_k: int = 0  # how many answers a ranking submission lists, best first (MAP@answer_k)
+    answer_col: str = ""  # the submission's column for a ranking; "" = the target column
+    reshape: str = ""  # the train/test tables into model rows first: a utils.reshape built-in or yours
+    reshape_file: str = ""  # a Python file beside this description defining reshape(df, split)
+    reshape_code: str = ""  # that file's source, filled in when read: the description carries it
 
     def __post_init__(self):
         def bad(field, msg):
@@ -88,6 +101,19 @@ class Competition:
         elif self.metric_file:
             bad("metric_file", f"{self.metric_file!r} was not read (a description read from a file reads it)")
 
+        if self.reshape_code:
+            try:
+                register_reshape(self.reshape_code, self.reshape, self.reshape_file or "reshape_code")
+            except ValueError as e:
+                bad("reshape_file", str(e))
+        elif self.reshape_file:
+            bad("reshape_file", f"{self.reshape_file!r} was not read (a description read from a file reads it)")
+        elif self.reshape and self.reshape not in RESHAPES:
+            bad("reshape", f"{self.reshape!r} is not one of {', '.join(RESHAPES)} (one of your own: reshape_file, "
+                "a Python file beside the description defining reshape(df, split))")
+        if (self.reshape_file or self.reshape_code) and not self.reshape:
+            bad("reshape", "a reshape_file's function needs a name: \"reshape\": \"NAME\"")
+
         if not self.slug or not isinstance(self.slug, str):
             raise CompetitionError("competition: field 'slug' is required (Kaggle's competition slug)")
         checks = [("task", tuple(TASKS)), ("folds", FOLDS), ("long_text", LONG_TEXT)]
@@ -95,6 +121,7 @@ class Competition:
         for name, valid in checks:
             if getattr(self, name) not in valid:
                 bad(name, f"{getattr(self, name)!r} is not one of {', '.join(v for v in valid if v)}")
+        self._check_ranking(bad)
         if self.metric and self.metric not in METRICS:
             bad("metric", f"{self.metric!r} is not one of {', '.join(METRICS)} (a metric of your own: "
                 "metric_file, a Python file beside the description defining it)")
@@ -152,15 +179,58 @@ class Competition:
             except ValueError as e:
                 bad("metric_file", str(e))
 
+    def _check_ranking(self, bad) -> None:
+        """The ranking fields against the task: a catalogue for retrieval, options for multiple
+        choice, answer_k for both (and a multiclass task that answers its top classes)."""
+        ranking = self.task in ("retrieval", "multiple_choice")
+        if not isinstance(self.answer_k, int) or isinstance(self.answer_k, bool) or self.answer_k < 0:
+            bad("answer_k", f"how many answers a row lists, a whole number >= 1, got {self.answer_k!r}")
+        if ranking and not self.answer_k:
+            bad("answer_k", f"a {self.task} submission lists the top k answers: answer_k >= 1 (MAP@k)")
+        if self.submission == "ranking" and not self.answer_k:
+            bad("answer_k", "a ranking submission lists the top k classes: answer_k >= 1")
+        if self.answer_k and not ranking and self.submission != "ranking":
+            bad("answer_k", f"answer_k is for rankings (tasks retrieval, multiple_choice, or submission 'ranking'), "
+                f"not a {self.task} task's {self.submission_kind}")
+        if self.task == "retrieval":
+            if len(self.catalogue) != 3 or not all(isinstance(c, str) and c for c in self.catalogue):
+                bad("catalogue", f"retrieval draws answers from a table: [file, id column, text column], got "
+                    f"{list(self.catalogue)}")
+        elif self.catalogue:
+            bad("catalogue", f"a catalogue of items is for task retrieval, not {self.task}")
+        if self.task == "multiple_choice":
+            if len(self.options) < 2 or not all(isinstance(c, str) and c for c in self.options):
+                bad("options", f"multiple choice needs two option columns or more, got {list(self.options)}")
+            if len(set(self.options)) != len(self.options):
+                bad("options", f"an option column is named twice in {list(self.options)}")
+            if self.answer_k > len(self.options):
+                bad("answer_k", f"{self.answer_k} answers from {len(self.options)} options: answer_k <= "
+                    f"{len(self.options)}")
+        elif self.options:
+            bad("options", f"option columns are for task multiple_choice, not {self.task}")
+        if self.answer_col and not (ranking or self.submission == "ranking"):
+            bad("answer_col", "answer_col names a ranking's submission column")
+
     # ---- what the rest of the kit reads
     @property
     def model_task(self) -> str:
-        """What the model is trained as: "regression" or "classification"."""
+        """What the model is trained as: regression, classification, multilabel, retrieval or
+        multiple_choice (utils.objective's kinds)."""
         return TASKS[self.task][0]
 
     @property
     def metric_name(self) -> str:
-        return self.metric or TASKS[self.task][1]
+        return self.metric or TASKS[self.task][1].format(k=self.answer_k)
+
+    @property
+    def ranking(self) -> bool:
+        """The submission lists the top answer_k candidates of each row, best first."""
+        return self.submission_kind == "ranking"
+
+    @property
+    def answer_column(self) -> str:
+        """The submission's column holding a ranking (the target's, unless answer_col says)."""
+        return self.answer_col or self.target_cols[0]
 
     @property
     def submission_kind(self) -> str:
@@ -244,12 +314,13 @@ class Competition:
                 raise CompetitionError(f"{source}: field {name!r} must be a {type(default).__name__}, "
                                        f"got {value!r}")
             kw[name] = value
-        if kw.get("metric_file") and folder is not None:
-            path = Path(folder) / kw["metric_file"]
-            if not path.is_file() and not kw.get("metric_code"):
-                raise CompetitionError(f"{source}: field 'metric_file': {path} not found")
-            if path.is_file():
-                kw["metric_code"] = path.read_text(encoding="utf-8")
+        for field in ("metric", "reshape"):  # a file of one's own, carried in the description
+            if kw.get(f"{field}_file") and folder is not None:
+                path = Path(folder) / kw[f"{field}_file"]
+                if not path.is_file() and not kw.get(f"{field}_code"):
+                    raise CompetitionError(f"{source}: field '{field}_file': {path} not found")
+                if path.is_file():
+                    kw[f"{field}_code"] = path.read_text(encoding="utf-8")
         try:
             return cls(**kw)
         except CompetitionError as e:
@@ -297,6 +368,21 @@ BUILTIN = {
             title="Learning Agency Lab - Automated Essay Scoring 2.0", id_col="essay_id",
             text_cols=("full_text",), target_cols=("score",), task="ordinal", target_range=(1.0, 6.0),
             long_text="head_tail",
+        ),
+        Competition(
+            slug="eedi-mining-misconceptions-in-mathematics", title="Eedi - Mining Misconceptions in Mathematics",
+            id_col="QuestionId_Answer", reshape="distractors",
+            text_cols=("ConstructName", "SubjectName", "QuestionText", "CorrectAnswerText", "AnswerText"),
+            text_template="{ConstructName} ({SubjectName}){sep}{QuestionText}{sep}Correct answer: "
+                          "{CorrectAnswerText}{sep}Wrong answer: {AnswerText}",
+            target_cols=("MisconceptionId",), task="retrieval", answer_k=25,
+            catalogue=("misconception_mapping.csv", "MisconceptionId", "MisconceptionName"),
+            folds="group", group_col="QuestionId", short_name="eedi",
+        ),
+        Competition(
+            slug="kaggle-llm-science-exam", title="Kaggle - LLM Science Exam", text_cols=("prompt",),
+            options=("A", "B", "C", "D", "E"), target_cols=("answer",), task="multiple_choice", answer_k=3,
+            answer_col="prediction", short_name="science-exam",
         ),
     )
 }

@@ -83,6 +83,9 @@ class TrainConfig:
     min_se: float = 0.05  # clamp tiny standard errors (the reference row has 0)
     precision: str = "auto"  # auto = bf16/fp16 AMP on CUDA, fp32 on CPU; or fp32 | fp16 | bf16
     group_by_length: bool = True  # shuffled batches of similar length (less padding)
+    # --- retrieval (a competition with a catalogue) ---
+    temperature: float = 0.05  # contrastive loss: similarities over this (0.05 = sentence-transformers' scale 20)
+    hard_negatives: int = 1  # negatives per query in each batch, mined by the untrained model (0: in-batch only)
     # --- pseudo-labels (python -m utils.pseudo) ---
     pseudo_csv: str = ""  # extra rows for every fold's training side; fold k uses its O_fold{k} columns
     pseudo_weight: float = 1.0  # weight of a pseudo row's loss when mixed with the real rows
@@ -127,6 +130,9 @@ class TrainConfig:
             raise ValueError("layers, grad_accum and batch_size must be >= 1")
         if self.pseudo_epochs and not self.pseudo_csv:
             raise ValueError("--pseudo-epochs needs --pseudo-csv")
+        if not self.temperature > 0 or self.hard_negatives < 0:
+            raise ValueError(f"temperature must be > 0 and hard_negatives >= 0, got {self.temperature}, "
+                             f"{self.hard_negatives}")
         if self.pseudo_csv and self.loss == "se":
             raise ValueError("--pseudo-csv needs loss mse or rmse (pseudo rows have no standard error)")
         if self.lora_r < 0 or self.lora_alpha < 0 or not 0 <= self.lora_dropout < 1:
@@ -140,6 +146,7 @@ class TrainConfig:
 
 
 RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers", "log_with")
+RETRIEVAL = ("temperature", "hard_negatives")  # a run's identity holds them for a retriever only
 
 
 @dataclass(frozen=True)
@@ -212,6 +219,9 @@ def identity(cfg: TrainConfig, comp: Competition) -> dict:
     d = dataclasses.asdict(cfg)
     for k in RUN_CONTROL:
         d.pop(k)
+    if objective_of(comp).kind != "items":  # a retriever's settings mean nothing to other runs
+        for k in RETRIEVAL:
+            d.pop(k)
     d.update(described(comp))
     d["train_csv_sha256"] = content_sha256(cfg.train_csv)
     d["folds_csv_sha256"] = content_sha256(cfg.folds_csv)
@@ -221,6 +231,8 @@ def identity(cfg: TrainConfig, comp: Competition) -> dict:
         d["competition_sha256"] = content_sha256(cfg.competition)
         if comp.metric_code:  # the metric of one's own, as read (its file may be edited between runs)
             d["metric_sha256"] = hashlib.sha256(comp.metric_code.encode()).hexdigest()
+        if comp.reshape_code:  # the reshape of one's own, likewise
+            d["reshape_sha256"] = hashlib.sha256(comp.reshape_code.encode()).hexdigest()
     if cfg.pseudo_csv and Path(cfg.pseudo_csv).is_file():
         # The file's content, not just its name: a resume cannot mix two sets of pseudo-labels.
         d["pseudo_sha256"] = content_sha256(cfg.pseudo_csv)

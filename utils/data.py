@@ -138,8 +138,10 @@ def check_frame(
 def make_folds(
     df: pd.DataFrame, n_folds: int = 5, seed: int = 42, target_cols=("target",), classes: bool = False,
     group_col: str = "",
+    stratify: bool = True,
 ) -> np.ndarray:
-    """0-based fold per row, stratified on the binned target (on the label when `classes`);
+    """0-based fold per row, stratified on the binned target (on the label when `classes`; not at
+    all without `stratify`: a retriever's thousands of item ids);
     with `group_col`, rows sharing its value stay in one fold (a test set of unseen prompts:
     only grouped folds score the model on prompts it never saw), still stratified where it can.
 
@@ -149,7 +151,9 @@ def make_folds(
         raise ValueError(f"need at least 2 folds, got {n_folds}")
     if len(df) < n_folds:
         raise DataError(f"{len(df)} rows cannot be split into {n_folds} folds")
-    if classes:
+    if not stratify:
+        strata = np.zeros(len(df), dtype=int)
+    elif classes:
         strata = df[target_cols[0]].astype(str).to_numpy()
     else:
         y = df[list(target_cols)].to_numpy(dtype=float).mean(axis=1)

@@ -6,12 +6,15 @@ model's output, the decision rule that makes them (a threshold for F1 on probabi
 for quadratic weighted kappa on a regression output). Callers ask the metric, never its name.
 
 Predictions are always (N, outputs): regression values, one column per target; class
-probabilities, one column per class (binary: 2 columns). Truths are (N, targets) values or (N,)
-class indices.
+probabilities, one column per class (binary: 2 columns); for rankings, a score per candidate (a
+class, an option, a catalogue item), the answer being the k best. Truths are (N, targets) values or
+(N,) class indices, or for rankings (N,) indices or an (N, candidates) 0/1 matrix (several true
+items). MAP@k and recall@k exist for every k: `map@25`, `recall@100`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -100,6 +103,52 @@ def _log_loss(y, prob) -> float:
     return float(-np.mean(np.log(prob[np.arange(len(prob)), np.ravel(y).astype(int)])))
 
 
+def top_k(scores, k: int) -> np.ndarray:
+    """(N, min(k, candidates)) indices of each row's k best scores, best first (ties: the lower
+    index first, as a stable sort keeps them)."""
+    scores = np.asarray(scores, float)
+    k = min(k, scores.shape[1])
+    if k < scores.shape[1] // 4:  # a partial sort first: catalogues of thousands
+        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        part.sort(axis=1)  # stable ties: lower index first
+        order = np.argsort(-np.take_along_axis(scores, part, 1), axis=1, kind="stable")
+        return np.take_along_axis(part, order, 1)
+    return np.argsort(-scores, axis=1, kind="stable")[:, :k]
+
+
+def _relevant(y, n: int, c: int) -> np.ndarray:
+    """The truth as an (N, candidates) boolean matrix: from (N,) indices, or an (N, C) 0/1 one."""
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape == (n, c):
+        return y.astype(bool)
+    rel = np.zeros((n, c), dtype=bool)
+    rel[np.arange(n), np.ravel(y).astype(int)] = True
+    return rel
+
+
+def map_at_k(y, scores, k: int) -> float:
+    """Mean average precision at k, as Kaggle computes it (Eedi, LLM Science Exam, MAP 2025): per
+    row, the sum of the precision at each rank i <= k that holds a true item, over min(true items,
+    k); mean over rows (one true item: 1/its rank, 0 past k)."""
+    scores = np.asarray(scores, float)
+    n, c = scores.shape
+    rel = _relevant(y, n, c)
+    hits = np.take_along_axis(rel, top_k(scores, k), 1).astype(float)  # (N, k)
+    precision = np.cumsum(hits, 1) / np.arange(1, hits.shape[1] + 1)
+    m = np.minimum(rel.sum(1), k)
+    return float(np.mean(np.where(m > 0, (precision * hits).sum(1) / np.maximum(m, 1), 0.0)))
+
+
+def recall_at_k(y, scores, k: int) -> float:
+    """The share of each row's true items in its top k, mean over rows (a retriever's figure:
+    what a reranker over its top k can still find)."""
+    scores = np.asarray(scores, float)
+    n, c = scores.shape
+    rel = _relevant(y, n, c)
+    hits = np.take_along_axis(rel, top_k(scores, k), 1).sum(1)
+    return float(np.mean(hits / np.maximum(rel.sum(1), 1)))
+
+
 # ----------------------------------------------------------------------------- decision rules
 
 
@@ -166,6 +215,7 @@ class Metric:
     rule: str = ""  # labels from outputs: "threshold" (probabilities) or "cutpoints" (values)
     title: str = ""  # as the competition's page writes it
     squares: bool = False  # a root of a mean of squares: folds pool through their squares
+    top: int = 0  # a ranking metric's k: it scores the top `top` candidates of each row (MAP@k)
 
     def pool(self, scores, rows) -> float:
         """The score over several folds from each fold's score and row count, when only those are
@@ -206,8 +256,30 @@ class Metric:
         return self.fn(y, labels), rules
 
 
-METRICS = {
-    m.name: m
+class _Registry(dict):
+    """The metrics by name; `map@K` and `recall@K` (K a positive integer) exist for every K, made
+    when first asked for."""
+
+    def _made(self, name) -> bool:
+        m = re.fullmatch(r"(map|recall)@([1-9][0-9]*)", str(name))
+        if m and not dict.__contains__(self, name):
+            k = int(m[2])
+            fn, title = ((lambda y, p: map_at_k(y, p, k)), f"MAP@{k}") if m[1] == "map" else \
+                ((lambda y, p: recall_at_k(y, p, k)), f"recall@{k}")
+            self[name] = Metric(name, fn, True, "probabilities", title=title, top=k)
+        return dict.__contains__(self, name)
+
+    def __contains__(self, name):
+        return self._made(name)
+
+    def __missing__(self, name):
+        if self._made(name):
+            return dict.__getitem__(self, name)
+        raise KeyError(name)
+
+
+METRICS = _Registry(
+    (m.name, m)
     for m in (
         Metric("rmse", rmse, False, "values", title="RMSE", squares=True),
         Metric("mcrmse", mcrmse, False, "values", title="MCRMSE"),
@@ -219,7 +291,7 @@ METRICS = {
         Metric("pearson", pearson, True, "values", title="Pearson correlation"),
         Metric("spearman", spearman, True, "values", title="Spearman correlation"),
     )
-}
+)
 
 
 BUILTIN_METRICS = tuple(METRICS)
@@ -237,7 +309,7 @@ def register_code(code: str, name: str, source: str = "metric_file") -> Metric:
         METRIC = Metric("my_metric", _score, greater_is_better=True, needs="values")
 
     Registering the same name again replaces it (the file was edited); a built-in's name is refused."""
-    if name in BUILTIN_METRICS:
+    if name in BUILTIN_METRICS or re.fullmatch(r"(map|recall)@[0-9]+", str(name)):
         raise ValueError(f"{source}: {name!r} is a built-in metric; give yours another name")
     scope: dict = {"__name__": f"competition_metric_{name}"}
     try:
@@ -282,5 +354,5 @@ def check_on_sample(metric: Metric, y, pred, source: str = "metric_file") -> Non
 def get_metric(name: str) -> Metric:
     """The metric called `name`; an error listing the known ones."""
     if name not in METRICS:
-        raise ValueError(f"unknown metric {name!r}; valid: {', '.join(METRICS)}")
+        raise ValueError(f"unknown metric {name!r}; valid: {', '.join(BUILTIN_METRICS)}, map@K, recall@K")
     return METRICS[name]

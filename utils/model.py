@@ -124,7 +124,8 @@ class TextModel(nn.Module):
         kw = {"scorer": spec.attention_scorer} if "attention" in spec.pooling else {}
         self.pooling = build_pooling(spec.pooling, hidden, **kw)
         self.dropout = nn.Dropout(spec.head_dropout)
-        self.head = nn.Linear(self.pooling.output_dim, spec.num_outputs)
+        # No outputs: the pooled embedding is the output (a retriever's; utils.shapes.CatalogueRows).
+        self.head = nn.Linear(self.pooling.output_dim, spec.num_outputs) if spec.num_outputs else nn.Identity()
         if spec.lora_r:  # built beside a half / 4-bit base: what trains is fp32
             for module in (self.layer_mix, self.pooling, self.head):
                 if module is not None:
@@ -207,7 +208,8 @@ class TextModel(nn.Module):
         return model
 
     def forward(self, input_ids, attention_mask, return_weights: bool = False):
-        """(B, S) ids and mask -> (B, num_outputs); with return_weights also (B, S) token weights."""
+        """(B, S) ids and mask -> (B, num_outputs), or the (B, D) pooled embedding when the spec has
+        no outputs; with return_weights also (B, S) token weights."""
         # A decoder counts positions from each row's first real token: left padding computes
         # what right padding does.
         positions = {"position_ids": bb.position_ids(attention_mask)} if self.decoder else {}
@@ -232,7 +234,10 @@ class TextModel(nn.Module):
         # under bf16 AMP a bf16 output would round every prediction to 8 significant bits
         # (steps of 0.008 near |target| = 1, on a metric where 0.005 matters).
         with torch.autocast(device_type=pooled.device.type, enabled=False):
-            preds = self.head(self.dropout(pooled).to(self.head.weight.dtype))
+            if self.spec.num_outputs:
+                preds = self.head(self.dropout(pooled).to(self.head.weight.dtype))
+            else:
+                preds = pooled.float()
         return (preds, weights) if return_weights else preds
 
     def save(self, folder, tokenizer, extra: dict | None = None, half: bool = False) -> None:

@@ -43,8 +43,14 @@ class Objective:
 
     @property
     def classes(self) -> bool:
-        """The outputs are class probabilities (labels, class-stratified folds)."""
-        return self.kind == "classes"
+        """The outputs are class probabilities (an option's for multiple choice): oof.csv's
+        prob_<label> columns, class-stratified folds."""
+        return self.kind in ("classes", "options")
+
+    @property
+    def labelled(self) -> bool:
+        """The target is a label (a class, an option's letter, a catalogue id), not a number."""
+        return self.kind in ("classes", "options", "items")
 
     def refuses(self, metric) -> str:
         """Why `metric` cannot score this kind of output ("" when it can)."""
@@ -95,6 +101,14 @@ class Objective:
         `kind` (regression): mse, rmse, or se (the last column of y is the target's standard
         error)."""
         raise NotImplementedError
+
+    def ranked(self, comp, pred: np.ndarray, names, k: int) -> list:
+        """Each row's top k candidates (class labels, option letters, catalogue ids), best first,
+        space-separated: a ranking submission's answer and oof.csv's `pred`."""
+        from .metrics import top_k
+
+        names = np.asarray([str(n) for n in names], dtype=object)
+        return [" ".join(row) for row in names[top_k(pred, k)]]
 
     def activate(self, logits):
         """The head's raw outputs (B, outputs) -> predictions: class probabilities, or values."""
@@ -331,6 +345,8 @@ class Classification(Objective):
             if len(comp.target_cols) == 1 and len(names) == 2:
                 return {target: preds[:, 1]}  # P(the second class), e.g. P(target = 1)
             return {str(name): preds[:, j] for j, name in enumerate(names)}
+        if comp.submission_kind == "ranking":  # the top answer_k classes, best first (MAP 2025)
+            return {comp.answer_column: self.ranked(comp, preds, names, comp.answer_k)}
         return {target: _as_written(names)[apply_rule(rule, preds)]}
 
 
@@ -408,14 +424,154 @@ class MultiLabel(Objective):
         return {c: preds[:, j] for j, c in enumerate(comp.target_cols)}
 
 
+@dataclass(frozen=True)
+class MultipleChoice(Classification):
+    """Options in columns of the row (LLM Science Exam's A-E): each (text, option) pair is one
+    sequence through the model and gets one score; the row's scores compared with each other
+    (softmax over its options), cross-entropy on the true one. The classes are the option columns;
+    OOF columns prob_<option> and pred (the top answer_k letters); the submission the top k."""
+
+    kind: ClassVar[str] = "options"
+
+    def labels(self, values, num_labels: int = 0, source: str = "", order=()):
+        return list(order)  # the option columns, in the description's order
+
+    def num_outputs(self, target_cols, labels, num_labels: int = 0):
+        return 1  # one score per (text, option) sequence; a row's K scores are its outputs
+
+    def head_bias(self, mean):
+        return np.zeros(1)  # a bias every option shares cancels in the softmax
+
+    def targets(self, df, target_cols, labels, extra_cols=()):
+        return df[target_cols[0]].astype(str).map({str(v): i for i, v in enumerate(labels)}).to_numpy()
+
+    def sample(self, comp, rows=16):
+        return Classification.sample(self, comp, rows)
+
+    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
+        oof = pd.DataFrame({"id": np.asarray(ids)})
+        oof[target_cols[0]] = df[target_cols[0]].to_numpy()
+        names = np.asarray([str(lab) for lab in labels], dtype=object)
+        oof["pred"] = [" ".join(r) for r in names[np.argsort(-pred, 1, kind="stable")]]  # every option, best first
+        for j, c in enumerate(self.prediction_columns(target_cols, labels)):
+            oof[c] = pred[:, j]
+        oof["fold"] = fold
+        return oof
+
+    def submission_columns(self, comp, preds, names, rule):
+        return {comp.answer_column: self.ranked(comp, preds, names, comp.answer_k)}
+
+
+@dataclass(frozen=True)
+class Retrieval(Objective):
+    """Items of a catalogue (Eedi's 2,587 misconceptions): a query and an item are each embedded by
+    the backbone and pooling (no head), L2-normalised; trained with a contrastive loss (InfoNCE:
+    the true item against the batch's other items and mined hard negatives, at a temperature); a
+    query's outputs are its cosine similarity to every item of the catalogue, the answer its top
+    answer_k items. The labels are the catalogue's ids, in its order. OOF columns: the truth, pred
+    (the top answer_k ids, as submitted) and candidates (the top `CANDIDATES` ids, what a reranker
+    reads), best first."""
+
+    kind: ClassVar[str] = "items"
+    CANDIDATES: ClassVar[int] = 100
+
+    def labels(self, values, num_labels: int = 0, source: str = "", order=()):
+        return [str(v) for v in order]  # the catalogue's ids
+
+    def num_outputs(self, target_cols, labels, num_labels: int = 0):
+        return 0  # no head: the pooled embedding is the output
+
+    def output_names(self, target_cols, labels):
+        return ()
+
+    def targets(self, df, target_cols, labels, extra_cols=()):
+        index = {v: i for i, v in enumerate(labels)}
+        return df[target_cols[0]].astype(str).map(index).to_numpy()
+
+    def target_mean(self, y, n_targets, n_out):
+        return np.zeros(0)
+
+    def head_bias(self, mean):
+        return np.zeros(0)
+
+    def target_dtype(self, soft):
+        import torch
+
+        return torch.long
+
+    def loss(self, preds, y, weight=None, n_targets: int = 1, kind: str = "mse", min_se: float = 0.0):
+        """preds: (B, candidates) similarity logits (already over the temperature, false negatives
+        at -inf: utils.shapes' forward); y (B,): each query's true column."""
+        import torch.nn.functional as F
+
+        return _weighted_mean(F.cross_entropy(preds.float(), y.long(), reduction="none"), weight)
+
+    def activate(self, logits):
+        import torch.nn.functional as F
+
+        return F.normalize(logits.float(), dim=-1)  # embeddings: cosine is their dot product
+
+    def own_scores(self, y, pred, target_cols):
+        k = self.CANDIDATES
+        return {"score": -METRICS[f"recall@{k}"].score(y, pred), f"recall@{k}": METRICS[f"recall@{k}"].score(y, pred)}
+
+    def truth(self, y, n_targets):
+        return y
+
+    def sample(self, comp, rows=16):
+        rng = np.random.default_rng(0)
+        n_items = max(comp.answer_k * 2, 8)
+        y = np.arange(rows) % n_items
+        scores = rng.normal(0, 1, (rows, n_items))
+        scores[np.arange(rows), y] += 1.5
+        return y, scores
+
+    def prediction_columns(self, target_cols, labels):
+        return ["candidates"]
+
+    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
+        """`pred`: (N, items) similarities."""
+        from .metrics import top_k
+
+        names = np.asarray([str(v) for v in labels], dtype=object)
+        top = top_k(pred, self.CANDIDATES)
+        oof = pd.DataFrame({"id": np.asarray(ids)})
+        oof[target_cols[0]] = df[target_cols[0]].astype(str).to_numpy()
+        oof["candidates"] = [" ".join(r) for r in names[top]]
+        oof["fold"] = fold
+        return oof
+
+    def oof_arrays(self, oof, target_cols):
+        """(truth (N,), scores (N, candidates)): over the ids the file names, each row's listed ones
+        scored by rank (the first highest), the others -inf."""
+        lists = [str(c).split() for c in oof["candidates"]]
+        truth = oof[target_cols[0]].astype(str).tolist()
+        ids = sorted({i for r in lists for i in r} | set(truth))
+        col = {v: j for j, v in enumerate(ids)}
+        scores = np.full((len(oof), len(ids)), -np.inf)
+        for r, items in enumerate(lists):
+            scores[r, [col[i] for i in items]] = -np.arange(len(items), dtype=float)
+        return np.array([col[t] for t in truth]), scores
+
+    def oof_labels(self, columns):
+        return []
+
+    def submission_columns(self, comp, preds, names, rule):
+        return {comp.answer_column: self.ranked(comp, preds, names, comp.answer_k)}
+
+
 REGRESSION = Regression("regression", blend_metric="rmse", own_metrics=("rmse",),
                         submissions=("values", "labels"), scores=("values", "labels"), rules=("cutpoints",))
 CLASSIFICATION = Classification("classification", blend_metric="log_loss", own_metrics=("log_loss", "accuracy"),
-                                submissions=("labels", "probabilities"), scores=("probabilities", "labels"),
+                                submissions=("labels", "probabilities", "ranking"), scores=("probabilities", "labels"),
                                 rules=("threshold",))
 MULTILABEL = MultiLabel("multilabel", blend_metric="log_loss", own_metrics=("log_loss", "roc_auc"),
                         submissions=("probabilities", "labels"), scores=("probabilities",), rules=())
-OBJECTIVES = {o.name: o for o in (REGRESSION, CLASSIFICATION, MULTILABEL)}
+MULTIPLE_CHOICE = MultipleChoice("multiple_choice", blend_metric="log_loss", own_metrics=("log_loss", "accuracy"),
+                                 submissions=("ranking",), scores=("probabilities",), rules=())
+RETRIEVAL = Retrieval("retrieval", blend_metric="", own_metrics=(), submissions=("ranking",),
+                      scores=("probabilities",), rules=())
+OBJECTIVES = {o.name: o for o in (REGRESSION, CLASSIFICATION, MULTILABEL, MULTIPLE_CHOICE, RETRIEVAL)}
 
 
 def get_objective(name: str) -> Objective:

@@ -17,6 +17,7 @@ from . import env
 from .competition import Competition
 from .data import DataError, _rows, check_frame, label_text, load_csv, make_folds
 from .objective import objective_of
+from .reshape import apply as apply_reshape
 
 
 def read_table(comp: Competition, data_dir, split: str = "train", blank: str = "") -> pd.DataFrame:
@@ -45,7 +46,7 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
     line naming the file, the column and the rows otherwise."""
     path = Path(path)
     joins = comp.train_joins if split == "train" else comp.test_joins
-    df = load_csv(path, comp.id_col)
+    df = load_csv(path, None if comp.reshape else comp.id_col)
     name = path.name
     for file, key, *theirs in joins:
         jpath = join_path(path.parent, file)
@@ -73,23 +74,71 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
         df = df.merge(table, on=key, how="left", suffixes=("", f"_{Path(file).stem}"))
     if joins:
         name = f"{name} (with {', '.join(j[0] for j in joins)} joined)"
+    if comp.reshape:
+        df = apply_reshape(comp.reshape, df, split, name)
+        if comp.id_col in df.columns:
+            df[comp.id_col] = df[comp.id_col].astype(str)
+        name = f"{name} (reshaped by {comp.reshape!r})"
     targets = comp.target_cols if split == "train" else ()
     extra = ((comp.group_col,) if split == "train" and comp.group_col else ()) + tuple(extra_cols)
-    classes = objective_of(comp).classes
-    df = check_frame(df, name, comp.text_cols, targets, comp.id_col, extra, classes, blank,
-                     () if classes else comp.target_range)
+    extra += tuple(c for c in comp.options if c not in extra)
+    labelled = objective_of(comp).labelled
+    df = check_frame(df, name, comp.text_cols, targets, comp.id_col, extra, labelled, blank,
+                     () if labelled else comp.target_range)
     if targets:
-        check_labels(comp, df, name)
+        check_labels(comp, df, name, path.parent)
     return df
 
 
-def check_labels(comp: Competition, df: pd.DataFrame, name: str) -> None:
+def read_catalogue(comp: Competition, folder) -> pd.DataFrame:
+    """A retrieval competition's catalogue (its file beside the competition's files, or in another
+    Kaggle dataset: join_path): columns id and text, ids as strings, in the file's order; one line
+    naming the file on a missing column, a repeated id or a blank text."""
+    file, id_col, text_col = comp.catalogue
+    path = join_path(Path(folder), file)
+    table = load_csv(path, id_col)
+    for c in (id_col, text_col):
+        if c not in table.columns:
+            raise DataError(f"{path.name}: the catalogue has no column {c!r}; found: {', '.join(map(str, table.columns))}")
+    ids, texts = table[id_col].astype(str).str.strip(), table[text_col]
+    dup = ids.duplicated().to_numpy()
+    if dup.any():
+        raise DataError(f"{path.name}: the catalogue's id {ids[dup].iloc[0]!r} is on two rows ({id_col!r}): one row "
+                        "per item")
+    blank = (texts.isna() | (texts.astype(str).str.strip() == "")).to_numpy()
+    if blank.any():
+        raise DataError(f"{path.name}: column {text_col!r} is blank for {int(blank.sum())} item(s), e.g. id "
+                        f"{ids[blank].iloc[0]!r}: every item needs a text")
+    if comp.answer_k > len(table):
+        raise DataError(f"{path.name}: the catalogue holds {len(table)} items, fewer than the answer_k "
+                        f"{comp.answer_k} answers a row lists")
+    return pd.DataFrame({"id": ids.to_numpy(), "text": texts.astype(str).to_numpy()})
+
+
+def check_labels(comp: Competition, df: pd.DataFrame, name: str, folder=None) -> None:
     """A training file's labels against the description: every label among `classes`; string labels
     of a binary task only with `classes` (which one is positive); 0/1 in multilabel targets; at
     least two classes. One line naming the file, the column and a row. A class of `classes` (the
     sample submission's) that no training row holds is trained and submitted all the same: a
     warning on stderr names it."""
     col, kind = comp.target_cols[0], objective_of(comp).kind
+    if kind == "options":  # the answer names one of the row's option columns
+        text = df[col].map(label_text)
+        bad = ~text.isin(comp.options).to_numpy()
+        if bad.any():
+            raise DataError(f"{name}: column {col!r} holds {text[bad].iloc[0]!r}, not one of the options "
+                            f"{', '.join(comp.options)}, at {_rows(df, bad, comp.id_col)}")
+        return
+    if kind == "items":  # every true item is in the catalogue
+        if folder is None:
+            return
+        items = set(read_catalogue(comp, folder)["id"])
+        text = df[col].map(label_text)
+        bad = ~text.isin(items).to_numpy()
+        if bad.any():
+            raise DataError(f"{name}: column {col!r} holds {text[bad].iloc[0]!r}, an id the catalogue "
+                            f"{comp.catalogue[0]} lacks, at {_rows(df, bad, comp.id_col)}")
+        return
     if kind == "labels":
         for c in comp.target_cols:
             bad = ~df[c].isin([0, 1]).to_numpy()
@@ -122,7 +171,9 @@ def check_labels(comp: Competition, df: pd.DataFrame, name: str) -> None:
 
 def competition_folds(comp: Competition, df: pd.DataFrame, n_folds: int = 5, seed: int = 42) -> np.ndarray:
     """utils.data.make_folds as the competition's description makes them: grouped by its column
-    (folds "group"), stratified on its label (a classifier) or on its binned targets. Training, the
+    (folds "group"), stratified on its label (a classifier) or on its binned targets; a retriever's
+    not stratified (its labels are thousands of catalogue ids, most on one row). Training, the
     EDA's baselines and the benchmarks share these folds."""
     group = comp.group_col if comp.folds == "group" else ""
-    return make_folds(df, n_folds, seed, comp.target_cols, objective_of(comp).classes, group)
+    obj = objective_of(comp)
+    return make_folds(df, n_folds, seed, comp.target_cols, obj.labelled, group, stratify=obj.kind != "items")

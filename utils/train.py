@@ -38,7 +38,6 @@ from . import backbone as bb
 from . import runs
 from .batching import (
     Batches,
-    Collator,
     EpochBatches,
     TextDataset,
     deal_evenly,
@@ -77,8 +76,9 @@ from .model import (
     load_tokenizer,
     max_positions,
 )
-from .objective import Objective, objective_of
-from .tables import competition_folds, read_split
+from .objective import objective_of
+from .shapes import TextRows, shape_of
+from .tables import competition_folds, read_catalogue, read_split
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -111,10 +111,14 @@ def load_train(cfg: TrainConfig, comp: Competition) -> pd.DataFrame:
 
 
 def class_labels(cfg: TrainConfig, comp: Competition, df: pd.DataFrame) -> list | None:
-    """Sorted class labels (a classifier; None otherwise), checked against --num-labels."""
+    """Sorted class labels (a classifier; None otherwise), checked against --num-labels; the
+    option columns of multiple choice; a retriever's catalogue ids, in the catalogue's order."""
+    order = comp.options or comp.classes
+    if comp.catalogue:
+        order = read_catalogue(comp, Path(cfg.train_csv).parent)["id"].tolist()
     try:
         return objective_of(comp).labels(df[comp.target_cols[0]], cfg.num_labels, Path(cfg.train_csv).name,
-                                         comp.classes)
+                                         order)
     except ValueError as e:
         raise DataError(str(e)) from None
 
@@ -298,13 +302,14 @@ def weights_finite(model) -> bool:
 
 
 @torch.no_grad()
-def predict_loader(model, loader, accelerator, n: int, obj: Objective) -> np.ndarray:
-    """Predictions (n, outputs) in dataset order, gathered across processes."""
+def predict_loader(model, loader, accelerator, n: int, activate, shape: TextRows = TextRows()) -> np.ndarray:
+    """Predictions (n, outputs) in dataset order (the shape's forward, then `activate`), gathered
+    across processes."""
     model.eval()
     idx, out = [], []
     for batch in loader:
-        preds = model(batch["input_ids"], batch["attention_mask"]).float()
-        out.append(obj.activate(preds))
+        preds = shape.forward(model, batch).float()
+        out.append(activate(preds))
         idx.append(batch["index"])
     idx, out = torch.cat(idx), torch.cat(out)
     # Processes may hold different row counts: pad, gather, then drop the padding (-1).
@@ -342,7 +347,7 @@ class FoldData:
     """One fold's rows, as its stages read them."""
 
     tokenizer: object
-    labels: list | None  # class labels (a classifier), else None
+    labels: list | None  # class labels (a classifier), option columns, catalogue ids; else None
     y: np.ndarray  # every row's targets: (N, T[+1]) values or (N,) class ids
     tr: np.ndarray  # training row indices
     va: np.ndarray  # validation row indices
@@ -351,31 +356,37 @@ class FoldData:
     pseudo_ds: TextDataset | None  # pseudo rows trained on alone first (--pseudo-epochs)
     n_pseudo: int
     n_cut: int  # texts longer than max_len
+    items_ds: TextDataset | None = None  # a retriever's catalogue, tokenized
+    negatives: np.ndarray | None = None  # a retriever's mined hard negatives per training row (shape.prepare)
 
 
 def fold_data(cfg: TrainConfig, comp, df: pd.DataFrame, folds: np.ndarray, fold: int, pseudo=None) -> FoldData:
     """Stage 1, data: the fold's training and validation rows, tokenized; pseudo rows mixed in
     (losses weighted by --pseudo-weight) or kept apart (--pseudo-epochs)."""
-    obj = objective_of(comp)
+    obj, shape = objective_of(comp), shape_of(comp, cfg)
     labels = class_labels(cfg, comp, df)
     y = targets_of(cfg, comp, df, labels)
     tr, va = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
     tokenizer = load_tokenizer(cfg.model)
-    texts = comp.input_texts(df)
+    texts = shape.inputs(comp, df)
     train_texts, train_y, weights, pseudo_ds, p_texts = [texts[i] for i in tr], y[tr], None, None, []
     if pseudo is not None:
         p_texts, p_y = pseudo_rows(comp, pseudo, fold, labels)
         if labels is not None:  # soft labels: the real rows' classes as one-hot probabilities
             train_y = obj.soft(train_y, len(labels))
         if cfg.pseudo_epochs:
-            pseudo_ds = TextDataset(p_texts, tokenizer, cfg.max_len, p_y, fit=cfg.fit)
+            pseudo_ds = shape.dataset(p_texts, tokenizer, cfg.max_len, p_y, fit=cfg.fit)
         else:
             weights = [1.0] * len(train_texts) + [cfg.pseudo_weight] * len(p_texts)
             train_texts, train_y = train_texts + p_texts, np.concatenate([train_y, p_y])
-    train_ds = TextDataset(train_texts, tokenizer, cfg.max_len, train_y, weights, cfg.fit)
-    valid_ds = TextDataset([texts[i] for i in va], tokenizer, cfg.max_len, y[va], fit=cfg.fit)
+    train_ds = shape.dataset(train_texts, tokenizer, cfg.max_len, train_y, weights, cfg.fit)
+    valid_ds = shape.dataset([texts[i] for i in va], tokenizer, cfg.max_len, y[va], fit=cfg.fit)
+    items_ds = None
+    if comp.catalogue:  # the items, as long as a query may be
+        items = read_catalogue(comp, Path(cfg.train_csv).parent)
+        items_ds = TextDataset(items["text"].tolist(), tokenizer, cfg.max_len)
     return FoldData(tokenizer, labels, y, tr, va, train_ds, valid_ds, pseudo_ds, len(p_texts),
-                    train_ds.n_truncated + valid_ds.n_truncated)
+                    train_ds.n_truncated + valid_ds.n_truncated, items_ds)
 
 
 def fold_model(cfg: TrainConfig, comp: Competition, data: FoldData,
@@ -405,7 +416,7 @@ def fold_model(cfg: TrainConfig, comp: Competition, data: FoldData,
         cfg.model, spec, cfg.backbone_dropout, cfg.reinit_layers, cfg.gradient_checkpointing, precision
     )
     target_mean = obj.target_mean(data.y[data.tr], len(comp.target_cols), n_out)
-    if cfg.head_bias_mean:
+    if cfg.head_bias_mean and n_out:
         with torch.no_grad():
             model.head.bias.copy_(torch.as_tensor(obj.head_bias(target_mean), dtype=model.head.bias.dtype))
     return model, target_mean
@@ -416,8 +427,8 @@ def fold_batches(cfg: TrainConfig, comp: Competition, data: FoldData, fold: int,
     with --pseudo-epochs), their samplers (each epoch draws its order from them), the validation
     loader, and the phases in order: the pseudo rows alone first (1st place's order), then the
     real rows."""
-    collate = Collator(data.tokenizer.pad_token_id or 0, 8, objective_of(comp).target_dtype(soft),
-                       data.tokenizer.padding_side)
+    shape, dtype = shape_of(comp, cfg), objective_of(comp).target_dtype(soft)
+    collate = shape.collator(data.tokenizer, dtype, data, cfg.seed + fold)
     samplers, loaders = {}, {}
     for phase, ds in (("labelled", data.train_ds), ("pseudo", data.pseudo_ds)):
         if ds is not None:
@@ -428,9 +439,10 @@ def fold_batches(cfg: TrainConfig, comp: Competition, data: FoldData, fold: int,
     # Every process gets at least one batch (a repeat if need be; the gather drops repeated rows).
     valid_batches = Batches(deal_evenly(sorted_batches(data.valid_ds.lengths, cfg.eval_batch_size),
                                         accelerator.num_processes))
-    valid = DataLoader(data.valid_ds, batch_sampler=valid_batches, collate_fn=collate)
+    valid = DataLoader(data.valid_ds, batch_sampler=valid_batches, collate_fn=shape.eval_collator(data.tokenizer, dtype))
     phases = ["pseudo"] * (cfg.pseudo_epochs if data.pseudo_ds is not None else 0) + ["labelled"] * cfg.epochs
-    return {"loaders": loaders, "samplers": samplers, "valid": valid, "phases": phases}
+    return {"loaders": loaders, "samplers": samplers, "valid": valid, "phases": phases,
+            "extra": shape.loaders(data, cfg.eval_batch_size, data.tokenizer)}
 
 
 def fold_optimisation(cfg: TrainConfig, comp: Competition, data: FoldData, model, fold: int, accelerator,
@@ -446,12 +458,13 @@ def fold_optimisation(cfg: TrainConfig, comp: Competition, data: FoldData, model
     loaders = {"labelled": train_dl}
     if "pseudo" in b["loaders"]:
         loaders["pseudo"] = accelerator.prepare(b["loaders"]["pseudo"])
+    extra = {name: accelerator.prepare(dl) for name, dl in b["extra"].items()}  # e.g. a catalogue's items
     total = sum(math.ceil(len(loaders[ph]) / cfg.grad_accum) for ph in b["phases"])
     if cfg.max_steps:
         total = min(total, cfg.max_steps)
     # Not prepared: stepped exactly once per optimizer step, on every process alike.
     scheduler = get_cosine_schedule_with_warmup(optimizer, int(cfg.warmup * total), total)
-    return model, optimizer, scheduler, {**b, "loaders": loaders, "valid": valid_dl, "total": total}
+    return model, optimizer, scheduler, {**b, "loaders": loaders, "valid": valid_dl, "total": total, "extra": extra}
 
 
 def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator,
@@ -469,7 +482,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     """
     from accelerate.utils import set_seed
 
-    metric, obj = get_metric(comp.metric_name), objective_of(comp)
+    metric, obj, shape = get_metric(comp.metric_name), objective_of(comp), shape_of(comp, cfg)
     set_seed(cfg.seed + fold)  # before the model: the head's initialisation is reproducible
     log = accelerator.print
     data = fold_data(cfg, comp, df, folds, fold, pseudo)
@@ -478,9 +491,13 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
                 "windows": "read in overlapping windows, predictions averaged"}[cfg.fit]
         log(f"fold {fold}: {data.n_cut} of {len(df)} texts truncated to max_len {cfg.max_len} ({kept})")
     model, target_mean = fold_model(cfg, comp, data, precision)
+    shape.prepare(cfg, data, model, accelerator.device)  # e.g. hard negatives, mined by the untrained model
     model, optimizer, scheduler, b = fold_optimisation(cfg, comp, data, model, fold, accelerator, pseudo is not None)
     loaders, samplers, phases, valid_dl, total = b["loaders"], b["samplers"], b["phases"], b["valid"], b["total"]
     y_va = data.y[data.va]
+
+    def embed(name, n):  # another loader's rows through the model (a catalogue's items)
+        return predict_loader(model, b["extra"][name], accelerator, n, obj.activate, shape)
 
     # Stage 4, the loop: train, validate on schedule, keep the best weights.
     best, best_state, best_pred, history, diverged = math.inf, None, None, [], 0
@@ -495,7 +512,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
         start_epoch(dl, samplers[phase], epoch)
         for i, batch in enumerate(dl):
             with accelerator.accumulate(model):
-                preds = model(batch["input_ids"], batch["attention_mask"])
+                preds = shape.forward(model, batch)
                 loss = compute_loss(cfg, comp, preds, batch["target"], batch.get("weight"))
                 accelerator.backward(loss)
                 if accelerator.sync_gradients and cfg.max_grad_norm > 0:
@@ -510,8 +527,8 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
             bar.update(1)
             end_of_epoch = i == len(dl) - 1
             if step >= next_eval or end_of_epoch or step == total:
-                pred = as_submitted(comp, data.valid_ds.per_text(
-                    predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj)))
+                rows = predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj.activate, shape)
+                pred = as_submitted(comp, shape.outputs(data.valid_ds.per_text(rows), data, embed))
                 m = scores(comp, y_va, pred)
                 finite_preds = bool(np.isfinite(pred).all())
                 improved = m["score"] < best
@@ -552,6 +569,10 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     info["n_train"], info["n_valid"], info["n_truncated"] = len(data.tr), len(data.va), data.n_cut
     info["n_pseudo"] = data.n_pseudo
     info["target_mean"] = target_mean.tolist()  # what a blank text is predicted as at inference
+    figures = shape.figures(comp, data, best_pred)  # e.g. a retriever's seen and unseen items
+    if figures:
+        log(f"fold {fold}: " + ", ".join(f"{k} {v:.4f}" for k, v in figures.items()))
+        info["figures"] = figures
     return final, data.tokenizer, oof, {**info, "history": history}
 
 

@@ -1,0 +1,251 @@
+"""What a model row is, as batches: the one home the training loop and inference ask how a
+competition's rows become sequences, what a forward pass returns, and what a row's outputs are.
+
+    TextRows       one text per row (a string, or a pair) -> one sequence -> the head's outputs:
+                   every task that is not a ranking (regression, classes, labels)
+    OptionRows     a row's K (text, option) pairs -> K sequences -> K scores, compared with each
+                   other by the loss (multiple choice: LLM Science Exam's A-E)
+    CatalogueRows  a query -> one sequence -> its embedding; the catalogue's items embedded alike;
+                   training batches hold each query's true item and hard negatives mined by the
+                   model before it trains, and the logits are the batch's similarities over a
+                   temperature; a query's outputs are its cosine to every item (retrieval: Eedi)
+
+`shape_of(comp, cfg)` chooses one from the competition's objective. The loop never asks which:
+it calls inputs, dataset, collator, prepare, forward, outputs and figures. Searching the
+catalogue is utils.search's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from .batching import Collator, TextDataset, sorted_batches
+from .metrics import METRICS
+from .objective import objective_of
+from .search import similarities
+
+
+@dataclass(frozen=True)
+class TextRows:
+    """One text per row, one sequence per text (fit "windows": several, averaged back)."""
+
+    def inputs(self, comp, df) -> list:
+        """The model's input per row (utils.competition.Competition.input_texts)."""
+        return comp.input_texts(df)
+
+    def dataset(self, inputs, tokenizer, max_len: int, targets=None, weights=None, fit: str = "head"):
+        return TextDataset(inputs, tokenizer, max_len, targets, weights, fit)
+
+    def collator(self, tokenizer, target_dtype, data=None, seed: int = 0):
+        """The training batches' collator (`data`, the fold's: what a shape's batches add)."""
+        return Collator(tokenizer.pad_token_id or 0, 8, target_dtype, tokenizer.padding_side)
+
+    def eval_collator(self, tokenizer, target_dtype):
+        return Collator(tokenizer.pad_token_id or 0, 8, target_dtype, tokenizer.padding_side)
+
+    def prepare(self, cfg, data, model, device) -> None:
+        """What a fold needs from its untrained model before training (hard negatives)."""
+
+    def forward(self, model, batch):
+        """The batch's outputs (B, outputs), as the loss takes them."""
+        return model(batch["input_ids"], batch["attention_mask"])
+
+    def outputs(self, rows: np.ndarray, data=None, embed=None) -> np.ndarray:
+        """Validation rows' outputs (N, outputs) from what the loader gave per row; `embed(loader,
+        n)` embeds another loader's rows (the catalogue)."""
+        return rows
+
+    def loaders(self, data, eval_batch_size: int, tokenizer) -> dict:
+        """Loaders besides the training and validation ones, e.g. {"items": the catalogue}."""
+        return {}
+
+    def figures(self, comp, data, pred: np.ndarray) -> dict:
+        """A fold's figures beside its metric (e.g. seen and unseen items); {} for most."""
+        return {}
+
+
+class OptionsDataset(torch.utils.data.Dataset):
+    """Rows of K (text, option) pairs: the N*K pairs tokenized as one TextDataset; item i holds
+    its K sequences. Lengths are a row's longest (for length-grouped batches)."""
+
+    def __init__(self, inputs, tokenizer, max_len: int, targets=None, weights=None, fit: str = "head"):
+        self.k = len(inputs[0]) if inputs else 0
+        flat = [pair for row in inputs for pair in row]
+        self.inner = TextDataset(flat, tokenizer, max_len, fit="head" if fit == "windows" else fit)
+        self.n_truncated = self.inner.n_truncated
+        self.lengths = self.inner.lengths.reshape(-1, self.k).max(1) if self.k else np.zeros(0, int)
+        self.targets = None if targets is None else np.asarray(targets)
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float32)
+
+    def per_text(self, pred):
+        return pred
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __getitem__(self, i):
+        item = {"input_ids": self.inner.input_ids[i * self.k:(i + 1) * self.k], "index": i}
+        if self.targets is not None:
+            item["target"] = self.targets[i]
+        if self.weights is not None:
+            item["weight"] = self.weights[i]
+        return item
+
+
+class OptionCollator(Collator):
+    """Pads a batch's B*K sequences as one (B*K, S) batch; per-row fields stay (B,)."""
+
+    def __call__(self, items):
+        flat = [{"input_ids": ids, "index": 0} for x in items for ids in x["input_ids"]]
+        batch = super().__call__(flat)
+        batch["index"] = torch.tensor([x["index"] for x in items])
+        if "target" in items[0]:
+            batch["target"] = torch.as_tensor(np.stack([x["target"] for x in items]), dtype=self.target_dtype)
+        if "weight" in items[0]:
+            batch["weight"] = torch.tensor([x["weight"] for x in items], dtype=torch.float32)
+        return batch
+
+
+@dataclass(frozen=True)
+class OptionRows(TextRows):
+    """A row's K options, each paired with its text: K sequences, one score each."""
+
+    def inputs(self, comp, df) -> list:
+        texts = comp.input_texts(df)
+        options = df[list(comp.options)].fillna("").astype(str).to_numpy()
+        return [tuple((str(t), o) for o in opts) for t, opts in zip(texts, options)]
+
+    def dataset(self, inputs, tokenizer, max_len: int, targets=None, weights=None, fit: str = "head"):
+        return OptionsDataset(inputs, tokenizer, max_len, targets, weights, fit)
+
+    def collator(self, tokenizer, target_dtype, data=None, seed: int = 0):
+        return OptionCollator(tokenizer.pad_token_id or 0, 8, target_dtype, tokenizer.padding_side)
+
+    def eval_collator(self, tokenizer, target_dtype):
+        return self.collator(tokenizer, target_dtype)
+
+    def forward(self, model, batch):
+        rows = batch["index"].shape[0]
+        return model(batch["input_ids"], batch["attention_mask"]).reshape(rows, -1)  # (B, K) scores
+
+
+class QueryCollator(Collator):
+    """A retriever's training batch: the queries (B, S), and the items they are trained against
+    (M, S'): each query's true item, then its hard negatives; `target` (B,) each query's true
+    item's column, `item_index` (M,) the items' catalogue rows (to mask a column that is also
+    another query's true item)."""
+
+    def __init__(self, pad_token_id, items: TextDataset, negatives, n_negatives: int, seed: int, target_dtype,
+                 padding_side="right"):
+        super().__init__(pad_token_id, 8, target_dtype, padding_side)
+        self.items, self.negatives, self.n_negatives = items, negatives, n_negatives
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, rows):
+        batch = super().__call__([{k: v for k, v in x.items() if k != "target"} for x in rows])
+        true = [int(x["target"]) for x in rows]
+        cols = list(true)
+        for x in rows:
+            mined = self.negatives[x["index"]] if self.negatives is not None else []
+            if len(mined) and self.n_negatives:
+                cols += self.rng.choice(mined, min(self.n_negatives, len(mined)), replace=False).tolist()
+        items = Collator.__call__(self, [{"input_ids": self.items.input_ids[j], "index": j} for j in cols])
+        batch["item_ids"], batch["item_mask"] = items["input_ids"], items["attention_mask"]
+        batch["item_index"] = torch.tensor(cols)
+        batch["target"] = torch.arange(len(rows))
+        return batch
+
+
+@dataclass(frozen=True)
+class CatalogueRows(TextRows):
+    """Queries embedded against a catalogue's items (one backbone and pooling for both)."""
+
+    temperature: float = 0.05  # the similarities' scale: cos / temperature (MNRL's 20 is 0.05)
+    hard_negatives: int = 1  # mined negatives per query in each training batch
+    mined: int = 30  # each query's top items (its true ones left out) that negatives are drawn from
+
+    def collator(self, tokenizer, target_dtype, data=None, seed: int = 0):
+        return QueryCollator(tokenizer.pad_token_id or 0, data.items_ds, data.negatives, self.hard_negatives, seed,
+                             target_dtype, tokenizer.padding_side)
+
+    def loaders(self, data, eval_batch_size: int, tokenizer) -> dict:
+        collate = Collator(tokenizer.pad_token_id or 0, 8, torch.long, tokenizer.padding_side)
+        return {"items": DataLoader(data.items_ds, batch_sampler=sorted_batches(data.items_ds.lengths, eval_batch_size),
+                                    collate_fn=collate)}
+
+    @torch.no_grad()
+    def prepare(self, cfg, data, model, device) -> None:
+        """Hard negatives mined by the untrained model (the first retriever): each training
+        query's top `mined` items, its true items never among them."""
+        if not self.hard_negatives:
+            return
+        was = model.training
+        model.eval()
+        model.to(device)
+        embed = lambda ds: _embed(model, ds, data.tokenizer, cfg.eval_batch_size, device)  # noqa: E731
+        q, items = embed(data.train_ds), embed(data.items_ds)
+        sims = similarities(q, items)
+        truth = np.asarray(data.train_ds.targets).astype(int)
+        sims[np.arange(len(truth)), truth] = -np.inf  # never the query's true item
+        k = min(self.mined, sims.shape[1] - 1)
+        data.negatives = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+        model.train(was)
+
+    def forward(self, model, batch):
+        q = F.normalize(model(batch["input_ids"], batch["attention_mask"]).float(), dim=-1)
+        if "item_ids" not in batch:
+            return q  # embeddings (inference, validation)
+        d = F.normalize(model(batch["item_ids"], batch["item_mask"]).float(), dim=-1)
+        logits = q @ d.T / self.temperature  # (B, M)
+        cols = batch["item_index"]
+        true = cols[batch["target"]]
+        # A column holding a query's true item that is not its own column (another query's
+        # positive, or a negative that is one) is not a negative: masked out.
+        same = (cols[None, :] == true[:, None])
+        same[torch.arange(len(true)), batch["target"]] = False
+        return logits.masked_fill(same, float("-inf"))
+
+    def outputs(self, rows, data=None, embed=None):
+        items = embed("items", len(data.items_ds))
+        return similarities(rows, items)
+
+    def figures(self, comp, data, pred):
+        """MAP@k and recall@k on the validation queries whose true item some training row holds
+        (seen) and on those whose item no training row holds (unseen: what a hidden test's new
+        misconceptions ask)."""
+        truth = np.asarray(data.valid_ds.targets).astype(int)
+        seen = np.isin(truth, np.asarray(data.train_ds.targets).astype(int))
+        k = comp.answer_k
+        out = {"unseen_share": float(1 - seen.mean())}
+        for name, rows in (("seen", seen), ("unseen", ~seen)):
+            if rows.any():
+                out[f"map@{k}_{name}"] = METRICS[f"map@{k}"].score(truth[rows], pred[rows])
+                out[f"recall@{k}_{name}"] = METRICS[f"recall@{k}"].score(truth[rows], pred[rows])
+        return out
+
+
+def _embed(model, ds, tokenizer, batch_size: int, device) -> np.ndarray:
+    """(N, H) normalised embeddings of a dataset's sequences, in its order."""
+    collate = Collator(tokenizer.pad_token_id or 0, 8, torch.long, tokenizer.padding_side)
+    out = None
+    for batch in DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size), collate_fn=collate):
+        e = F.normalize(model(batch["input_ids"].to(device), batch["attention_mask"].to(device)).float(), dim=-1)
+        out = np.zeros((len(ds), e.shape[1]), dtype=np.float32) if out is None else out
+        out[batch["index"].numpy()] = e.cpu().numpy()
+    return out
+
+
+SHAPES = {"options": OptionRows, "items": CatalogueRows}
+
+
+def shape_of(comp, cfg=None) -> TextRows:
+    """The shape of a competition's rows (its objective's kind); a retriever's settings from cfg."""
+    kind = objective_of(comp).kind
+    if kind == "items" and cfg is not None:
+        return CatalogueRows(cfg.temperature, cfg.hard_negatives)
+    return SHAPES.get(kind, TextRows)()
