@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from . import backbone as bb
-from .batching import Collator, TextDataset, sorted_batches
+from .batching import sorted_batches
 from .cli import HelpFormatter, cli_error, first_paragraph, show_progress
 from .competition import Competition, load_competition
 from .data import DataError
@@ -41,43 +41,51 @@ from .runs import (  # noqa: F401 (check_runs_agree, run_competition, run_spec: 
     run_competition,
     run_spec,
 )
-from .tables import read_split
+from .search import similarities
+from .shapes import TextRows, blank_texts, shape_of  # noqa: F401 (blank_texts: re-exported)
+from .tables import read_catalogue, read_split
+
+TEXT_ROWS = TextRows()
 
 
 @torch.no_grad()
 def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precision="auto",
-                  progress=False, desc="predict", fit: str = "head") -> np.ndarray:
-    """(N, outputs) predictions of one loaded model; batches sorted by length, results in input
-    order; texts longer than max_len fitted as in training (`fit`), in `precision` as the
-    backbone's family runs it on this device (utils.backbone.precision_for)."""
+                  progress=False, desc="predict", fit: str = "head", shape: TextRows = TEXT_ROWS) -> np.ndarray:
+    """(N, outputs) predictions of one loaded model (a retriever's: embeddings); batches sorted by
+    length, results in input order; texts longer than max_len fitted as in training (`fit`), in
+    `precision` as the backbone's family runs it on this device (utils.backbone.precision_for).
+    `shape` (utils.shapes): what a row is (a text; a multiple-choice row's options)."""
     device = next(model.parameters()).device
     prec = bb.precision_for(precision, bb.family_of(model.backbone.config), device.type, training=False)
-    ds = TextDataset(texts, tokenizer, max_len, fit=fit)
+    ds = shape.dataset(texts, tokenizer, max_len, fit=fit)
     dl = DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size),
-                    collate_fn=Collator(tokenizer.pad_token_id or 0, padding_side=tokenizer.padding_side))
-    out = np.zeros((len(ds), model.spec.num_outputs), dtype=np.float64)
+                    collate_fn=shape.eval_collator(tokenizer, torch.float32))
+    out = None
     objective = get_objective(model.spec.task)
     for batch in tqdm(dl, desc=desc, disable=not show_progress(progress), leave=False):
+        batch = {k: v.to(device) for k, v in batch.items()}
         with prec.autocast(device.type):
-            p = model(batch["input_ids"].to(device), batch["attention_mask"].to(device)).float()
-        out[batch["index"].numpy()] = objective.activate(p).cpu().numpy()
+            p = shape.forward(model, batch).float()
+        p = objective.activate(p).cpu().numpy()
+        out = np.zeros((len(ds), p.shape[1]), dtype=np.float64) if out is None else out
+        out[batch["index"].cpu().numpy()] = p
     return ds.per_text(out)  # windows of a long text (fit "windows") averaged
 
 
 def predict_replicas(models, tokenizer, texts, max_len: int, batch_size=64, precision="auto",
-                     progress=False, desc="predict", fit: str = "head") -> np.ndarray:
+                     progress=False, desc="predict", fit: str = "head", shape: TextRows = TEXT_ROWS) -> np.ndarray:
     """predict_model with one replica of a model per device (Kaggle's T4 x2): the texts dealt
     between them (every n-th), each replica in its own thread (CUDA releases the GIL), the rows
     put back in input order. One replica: predict_model itself."""
     if len(models) == 1:
-        return predict_model(models[0], tokenizer, texts, max_len, batch_size, precision, progress, desc, fit)
+        return predict_model(models[0], tokenizer, texts, max_len, batch_size, precision, progress, desc, fit, shape)
     from concurrent.futures import ThreadPoolExecutor
 
     parts = [np.arange(i, len(texts), len(models)) for i in range(len(models))]
 
     def one(k):
         return predict_model(models[k], tokenizer, [texts[j] for j in parts[k]], max_len, batch_size,
-                             precision, progress and k == 0, f"{desc} [{len(models)} devices]", fit)
+                             precision, progress and k == 0, f"{desc} [{len(models)} devices]", fit, shape)
 
     with ThreadPoolExecutor(len(models)) as pool:
         outs = list(pool.map(one, range(len(models))))
@@ -117,21 +125,19 @@ def model_bytes(folder) -> float:
     return bb.weight_bytes(total, linear, "fp16", spec.load_in_4bit)
 
 
-def blank_texts(texts) -> np.ndarray:
-    """(N,) bool: texts with nothing to read (missing, empty or only whitespace)."""
-    return np.array([not isinstance(t, str) or not t.strip() for t in texts], dtype=bool)
-
-
 def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_len=None,
-                  progress=True, base_model=None, devices=None) -> dict:
-    """{fold number: (N, outputs) predictions of that fold's model}.
+                  progress=True, base_model=None, devices=None, items=None) -> dict:
+    """{fold number: (N, outputs) predictions of that fold's model}. `texts`: the rows as the run's
+    competition reads them (utils.shapes' inputs: texts, or a multiple-choice row's options);
+    `items`: a retriever's catalogue texts, each fold's outputs then the (N, items) similarities.
 
     A blank text gets the fold's training mean (saved with the fold) instead of a prediction.
     Without a `device`, every GPU is used (inference_devices: data-parallel replicas, or one
     model split across them); `devices` gives the replicas' devices explicitly. `base_model`:
     a LoRA fold's base model folder (else found: utils.backbone.find_base).
     """
-    blank = blank_texts(texts)
+    shape = shape_of(run_competition(run))
+    blank = shape.blank(texts)
     usable = [t for t, b in zip(texts, blank) if not b]
     out = {}
     for i, folder in enumerate(fold_dirs(run)):
@@ -145,10 +151,17 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
         record = read_fold(folder)
         length = max_len or record.max_len
         desc = f"{Path(run).name}/{folder.name}"
-        p = np.zeros((len(blank), models[0].spec.num_outputs))
+        width = models[0].spec.num_outputs
         if usable:
-            p[~blank] = predict_replicas(models, tokenizer, usable, length, batch_size, precision,
-                                         progress, desc, record.fit)
+            rows = predict_replicas(models, tokenizer, usable, length, batch_size, precision, progress, desc,
+                                    record.fit, shape)
+            if items is not None:  # a query's outputs: its similarity to every item
+                rows = similarities(rows, predict_replicas(models, tokenizer, list(items), length, batch_size,
+                                                           precision, progress, f"{desc} items"))
+            width = rows.shape[1]
+        p = np.zeros((len(blank), width))
+        if usable:
+            p[~blank] = rows
         # Runs saved before the mean was recorded: the mean prediction of the usable rows.
         p[blank] = record.target_mean or (p[~blank].mean(0) if usable else 0.0)
         out[int(folder.name[4:])] = p
@@ -285,7 +298,11 @@ def submit(runs, test_csv, out="submission.csv", weights=None, blend_json=None, 
     rule = decision_rule(runs, blend)
     test = read_split(comp, test_csv, "test", blank="predicted as the training mean")
     sample = check_sample(Path(test_csv).parent / comp.sample_submission) if sample_submission else None
-    preds = predict(runs, comp.input_texts(test), weights, timings, **kw)
+    if comp.catalogue:  # a retriever ranks the catalogue beside the test file: its ids are the answers
+        catalogue = read_catalogue(comp, Path(test_csv).parent)
+        kw["items"] = catalogue["text"].tolist()
+        spec = {**spec, "target_names": catalogue["id"].tolist()}
+    preds = predict(runs, shape_of(comp).inputs(comp, test), weights, timings, **kw)
     return write_submission(out, test, preds, comp, spec, rule, sample)
 
 

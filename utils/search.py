@@ -29,7 +29,10 @@ def search(queries: np.ndarray, items: np.ndarray, k: int) -> tuple[np.ndarray, 
     scores, index = np.zeros((len(q), k), np.float32), np.zeros((len(q), k), np.int64)
     for i in range(0, len(q), CHUNK):
         block = q[i:i + CHUNK] @ d.T
-        top = np.argpartition(-block, k - 1, axis=1)[:, :k] if k < len(d) else np.tile(np.arange(len(d)), (len(block), 1))
+        if k < len(d):
+            top = np.argpartition(-block, k - 1, axis=1)[:, :k]
+        else:
+            top = np.tile(np.arange(len(d)), (len(block), 1))
         s = np.take_along_axis(block, top, 1)
         order = np.argsort(-s, axis=1, kind="stable")
         scores[i:i + CHUNK], index[i:i + CHUNK] = np.take_along_axis(s, order, 1), np.take_along_axis(top, order, 1)

@@ -30,6 +30,17 @@ from .objective import objective_of
 from .search import similarities
 
 
+def _blank(text) -> bool:
+    if isinstance(text, (tuple, list)):
+        return all(_blank(t) for t in text)  # a pair is blank when both of its texts are
+    return not isinstance(text, str) or not text.strip()
+
+
+def blank_texts(texts) -> np.ndarray:
+    """(N,) bool: texts with nothing to read (missing, empty or only whitespace; a pair: both)."""
+    return np.array([_blank(t) for t in texts], dtype=bool)
+
+
 @dataclass(frozen=True)
 class TextRows:
     """One text per row, one sequence per text (fit "windows": several, averaged back)."""
@@ -37,6 +48,10 @@ class TextRows:
     def inputs(self, comp, df) -> list:
         """The model's input per row (utils.competition.Competition.input_texts)."""
         return comp.input_texts(df)
+
+    def blank(self, inputs) -> np.ndarray:
+        """(N,) bool: rows with nothing to read, predicted as the training mean."""
+        return blank_texts(inputs)
 
     def dataset(self, inputs, tokenizer, max_len: int, targets=None, weights=None, fit: str = "head"):
         return TextDataset(inputs, tokenizer, max_len, targets, weights, fit)
@@ -115,6 +130,9 @@ class OptionCollator(Collator):
 class OptionRows(TextRows):
     """A row's K options, each paired with its text: K sequences, one score each."""
 
+    def blank(self, inputs) -> np.ndarray:
+        return np.zeros(len(inputs), dtype=bool)  # the options are read even under a blank prompt
+
     def inputs(self, comp, df) -> list:
         texts = comp.input_texts(df)
         options = df[list(comp.options)].fillna("").astype(str).to_numpy()
@@ -177,6 +195,9 @@ class CatalogueRows(TextRows):
         collate = Collator(tokenizer.pad_token_id or 0, 8, torch.long, tokenizer.padding_side)
         return {"items": DataLoader(data.items_ds, batch_sampler=sorted_batches(data.items_ds.lengths, eval_batch_size),
                                     collate_fn=collate)}
+
+    def blank(self, inputs) -> np.ndarray:
+        return np.zeros(len(inputs), dtype=bool)  # a blank query still ranks the items (no mean to give)
 
     @torch.no_grad()
     def prepare(self, cfg, data, model, device) -> None:

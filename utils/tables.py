@@ -99,7 +99,8 @@ def read_catalogue(comp: Competition, folder) -> pd.DataFrame:
     table = load_csv(path, id_col)
     for c in (id_col, text_col):
         if c not in table.columns:
-            raise DataError(f"{path.name}: the catalogue has no column {c!r}; found: {', '.join(map(str, table.columns))}")
+            raise DataError(f"{path.name}: the catalogue has no column {c!r}; found: "
+                            f"{', '.join(map(str, table.columns))}")
     ids, texts = table[id_col].astype(str).str.strip(), table[text_col]
     dup = ids.duplicated().to_numpy()
     if dup.any():

@@ -81,6 +81,7 @@ from .shapes import TextRows, shape_of
 from .tables import competition_folds, read_catalogue, read_split
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+TEXT_ROWS = TextRows()
 
 
 class RunError(RuntimeError):
@@ -302,7 +303,7 @@ def weights_finite(model) -> bool:
 
 
 @torch.no_grad()
-def predict_loader(model, loader, accelerator, n: int, activate, shape: TextRows = TextRows()) -> np.ndarray:
+def predict_loader(model, loader, accelerator, n: int, activate, shape: TextRows = TEXT_ROWS) -> np.ndarray:
     """Predictions (n, outputs) in dataset order (the shape's forward, then `activate`), gathered
     across processes."""
     model.eval()
@@ -439,7 +440,8 @@ def fold_batches(cfg: TrainConfig, comp: Competition, data: FoldData, fold: int,
     # Every process gets at least one batch (a repeat if need be; the gather drops repeated rows).
     valid_batches = Batches(deal_evenly(sorted_batches(data.valid_ds.lengths, cfg.eval_batch_size),
                                         accelerator.num_processes))
-    valid = DataLoader(data.valid_ds, batch_sampler=valid_batches, collate_fn=shape.eval_collator(data.tokenizer, dtype))
+    valid = DataLoader(data.valid_ds, batch_sampler=valid_batches,
+                       collate_fn=shape.eval_collator(data.tokenizer, dtype))
     phases = ["pseudo"] * (cfg.pseudo_epochs if data.pseudo_ds is not None else 0) + ["labelled"] * cfg.epochs
     return {"loaders": loaders, "samplers": samplers, "valid": valid, "phases": phases,
             "extra": shape.loaders(data, cfg.eval_batch_size, data.tokenizer)}
