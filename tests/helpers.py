@@ -221,6 +221,36 @@ def tiny_data(slug: str, folder: Path, n: int = 12) -> Path:
         pd.DataFrame({"student_id": test_ids, "content": 0.0, "wording": 0.0}).to_csv(
             folder / "sample_submission.csv", index=False)
         return folder
+    elif slug == "eedi-mining-misconceptions-in-mathematics":
+        # n questions, each with one tagged distractor (n model rows); a 30-item catalogue (>= 25 answers)
+        words = ESSAY.split()
+        items = pd.DataFrame({"MisconceptionId": range(30),
+                              "MisconceptionName": [" ".join(words[i % 7: i % 7 + 5]) + f" {i}" for i in range(30)]})
+        items.to_csv(folder / "misconception_mapping.csv", index=False)
+
+        def questions(qids, tagged: bool):
+            q = pd.DataFrame({"QuestionId": qids, "ConstructId": 1, "ConstructName": "the cat sat on a mat",
+                              "SubjectId": 2, "SubjectName": "birds sing", "CorrectAnswer": "A",
+                              "QuestionText": "we like to play in the sun", "AnswerAText": "a dog ran home",
+                              "AnswerBText": "trees grow big", "AnswerCText": "the sun",
+                              "AnswerDText": "photosynthesis"})
+            if tagged:
+                q["MisconceptionAId"] = None
+                q["MisconceptionBId"] = [i % 30 for i in range(len(qids))]
+                q["MisconceptionCId"] = None
+                q["MisconceptionDId"] = None
+            return q
+
+        train, test = questions(range(n), True), questions([1869], False)
+        sub = pd.DataFrame({"QuestionId_Answer": ["1869_B", "1869_C", "1869_D"],
+                            "MisconceptionId": " ".join(map(str, range(1, 26)))})
+    elif slug == "kaggle-llm-science-exam":
+        opts = {x: [f"{w} option {x}" for w in ESSAY.split()[:n]] for x in "ABCDE"}
+        train = pd.DataFrame({"id": range(n), "prompt": "What does photosynthesis convert?", **opts,
+                              "answer": ["A", "B", "C", "D", "E", "A"] * (n // 6) + ["B"] * (n % 6)})
+        test = pd.DataFrame({"id": [4615, 3226, 1096], "prompt": "Why do birds sing?",
+                             **{x: v[:3] for x, v in opts.items()}})
+        sub = pd.DataFrame({"id": [4615, 3226, 1096], "prediction": "A B C"})
     elif slug == "learning-agency-lab-automated-essay-scoring-2":
         train = pd.DataFrame({"essay_id": ids, "full_text": ESSAY, "score": rng.integers(1, 7, n)})
         test = pd.DataFrame({"essay_id": test_ids, "full_text": ESSAY})
@@ -233,7 +263,8 @@ def tiny_data(slug: str, folder: Path, n: int = 12) -> Path:
 
 # The real data of each shape, found through an environment variable each (.ci/run sets them).
 REAL = {"commonlit": "COMMONLIT_DATA", "feedback-prize-ell": "ELL_DATA", "nlp-getting-started": "TWEETS_DATA",
-        "us-patent-phrase-to-phrase-matching": "PATENT_DATA"}
+        "us-patent-phrase-to-phrase-matching": "PATENT_DATA",
+        "eedi-mining-misconceptions-in-mathematics": "EEDI_DATA", "kaggle-llm-science-exam": "SCIENCE_DATA"}
 
 
 def real_dir(which: str) -> Path:

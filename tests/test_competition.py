@@ -35,8 +35,9 @@ def test_each_builtin_reads_its_real_shape_and_round_trips(slug, tmp_path):
         assert isinstance(texts[0], str) and not c.text_pair
     y = train[list(c.target_cols)]
     assert y.shape[1] == len(c.target_cols)
-    assert c.model_task in ("regression", "classification") and c.metric_name in METRICS
-    assert list(pd.read_csv(data / c.sample_submission).columns) == [c.id_col, *c.target_cols]
+    assert c.model_task in ("regression", "classification", "retrieval", "multiple_choice") and c.metric_name in METRICS
+    answer = [c.answer_column] if c.ranking else list(c.target_cols)
+    assert list(pd.read_csv(data / c.sample_submission).columns) == [c.id_col, *answer]
     c.save(tmp_path / "c.json")
     assert load_competition(str(tmp_path / "c.json")) == c
 

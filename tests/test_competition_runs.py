@@ -14,7 +14,8 @@ from helpers import assert_one_line_error, cfg_for, tiny_data
 from utils import ensemble, predict
 from utils.competition import BUILTIN, load_competition
 from utils.metrics import apply_rule, get_metric
-from utils.tables import read_table
+from utils.shapes import shape_of
+from utils.tables import read_catalogue, read_table
 from utils.train import run_cv
 
 
@@ -62,9 +63,16 @@ def test_each_competition_trains_predicts_and_submits_as_its_sample(slug, tmp_pa
     assert list(sub.columns) == list(sample.columns)
     assert sub[comp.id_col].tolist() == sample[comp.id_col].tolist()  # the sample's order
     test = read_table(comp, data, "test")
-    raw = predict.predict([run], comp.input_texts(test), progress=False)
+    items = read_catalogue(comp, data) if comp.catalogue else None
+    kw = {"items": items["text"].tolist()} if comp.catalogue else {}
+    raw = predict.predict([run], shape_of(comp).inputs(comp, test), progress=False, **kw)
     raw = pd.DataFrame(np.asarray(raw).reshape(len(test), -1), index=test[comp.id_col]).loc[sub[comp.id_col]]
-    if comp.submission_kind == "labels":
+    if comp.ranking:  # the top answer_k candidates of the runs' scores, best first
+        names = np.array(items["id"] if comp.catalogue else comp.options)
+        expect = [" ".join(names[np.argsort(-r, kind="stable")[: comp.answer_k]]) for r in raw.to_numpy()]
+        assert sub[comp.answer_column].tolist() == expect
+        assert all(len(a.split()) == comp.answer_k for a in sub[comp.answer_column])
+    elif comp.submission_kind == "labels":
         rule = metrics.get("rule")
         expect = apply_rule(rule, raw.to_numpy())
         if comp.model_task == "classification":

@@ -220,7 +220,10 @@ class Competition:
 
     @property
     def metric_name(self) -> str:
-        return self.metric or TASKS[self.task][1].format(k=self.answer_k)
+        """The metric: the description's, else the task's default (a ranking's MAP@answer_k)."""
+        if self.metric:
+            return self.metric
+        return f"map@{self.answer_k}" if self.submission == "ranking" else TASKS[self.task][1].format(k=self.answer_k)
 
     @property
     def ranking(self) -> bool:

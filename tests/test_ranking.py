@@ -1,0 +1,303 @@
+"""Rankings: MAP@k and recall@k as Kaggle scores them, the descriptions of a catalogue, options and
+a reshape, one line on bad input, and the batch shapes (options, queries against a catalogue)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from helpers import cfg_for, tiny_data
+
+from utils.competition import BUILTIN, Competition, CompetitionError, load_competition
+from utils.data import DataError
+from utils.metrics import METRICS, get_metric, map_at_k, recall_at_k, register_code
+from utils.search import search, similarities
+from utils.tables import read_catalogue, read_table
+
+EEDI, SCIENCE = "eedi-mining-misconceptions-in-mathematics", "kaggle-llm-science-exam"
+
+
+def one_line(error, *parts) -> None:
+    """An exception's message: one line holding every part."""
+    text = str(error)
+    assert "\n" not in text and all(p in text for p in parts), text
+
+
+def apk(actual, predicted, k):
+    """Kaggle's average precision at k (the ml_metrics function its MAP@k competitions cite)."""
+    predicted = predicted[:k]
+    score, hits = 0.0, 0.0
+    for i, p in enumerate(predicted):
+        if p in actual and p not in predicted[:i]:
+            hits += 1.0
+            score += hits / (i + 1.0)
+    return score / min(len(actual), k) if actual else 0.0
+
+
+@pytest.mark.parametrize("k", [1, 3, 25])
+def test_map_at_k_is_kaggles_on_random_rankings_with_one_or_several_true_items(k):
+    rng = np.random.default_rng(k)
+    scores = rng.normal(size=(200, 40))
+    one = rng.integers(0, 40, 200)
+    assert map_at_k(one, scores, k) == pytest.approx(
+        np.mean([apk([t], list(np.argsort(-s, kind="stable")), k) for t, s in zip(one, scores)]))
+    several = rng.random((200, 40)) < 0.08
+    several[:, 0] |= ~several.any(1)  # every row has a true item
+    assert map_at_k(several, scores, k) == pytest.approx(
+        np.mean([apk(list(np.flatnonzero(t)), list(np.argsort(-s, kind="stable")), k)
+                 for t, s in zip(several, scores)]))
+    hit = [len(set(np.flatnonzero(t)) & set(np.argsort(-s, kind="stable")[:k])) / t.sum()
+           for t, s in zip(several, scores)]
+    assert recall_at_k(several, scores, k) == pytest.approx(np.mean(hit))
+
+
+def test_ranking_metrics_exist_for_every_k_and_are_greater_is_better():
+    assert "map@7" in METRICS and "recall@250" in METRICS and "map@0" not in METRICS
+    m = get_metric("map@3")
+    assert m.greater_is_better and m.needs == "probabilities" and m.top == 3 and m.title == "MAP@3"
+    assert m.score([0, 1], np.array([[1.0, 0, 0], [0.5, 0.2, 0.1]])) == pytest.approx((1 + 1 / 2) / 2)
+    with pytest.raises(ValueError, match="unknown metric 'map@x'"):
+        get_metric("map@x")
+    with pytest.raises(ValueError, match="built-in metric"):
+        register_code("", "map@5")
+
+
+def test_a_multiclass_competition_answers_its_top_k_classes_scored_by_map_at_k():
+    comp = Competition(slug="charting", task="multiclass", text_cols=("text",), target_cols=("Category",),
+                       submission="ranking", answer_k=3)
+    assert comp.metric_name == "map@3" and comp.ranking and comp.answer_column == "Category"
+    from utils.objective import objective_of
+
+    cols = objective_of(comp).submission_columns(comp, np.array([[0.1, 0.5, 0.3, 0.1]]), ["a", "b", "c", "d"], None)
+    assert cols == {"Category": ["b c a"]}
+
+
+@pytest.mark.parametrize("fields, field, words", [
+    ({"task": "retrieval", "answer_k": 25}, "catalogue", "[file, id column, text column]"),
+    ({"task": "retrieval", "catalogue": ["m.csv", "id", "name"]}, "answer_k", "answer_k >= 1"),
+    ({"task": "multiple_choice", "answer_k": 3, "options": ["A"]}, "options", "two option columns"),
+    ({"task": "multiple_choice", "answer_k": 6, "options": ["A", "B", "C"]}, "answer_k", "answer_k <= 3"),
+    ({"task": "regression", "options": ["A", "B"]}, "options", "for task multiple_choice"),
+    ({"task": "regression", "answer_k": 3}, "answer_k", "for rankings"),
+    ({"task": "regression", "reshape": "pivot"}, "reshape", "not one of distractors"),
+])
+def test_a_ranking_description_that_cannot_work_is_one_line_naming_the_field(fields, field, words):
+    with pytest.raises(CompetitionError) as e:
+        Competition.from_dict({"slug": "x", "text_cols": ["q"], "target_cols": ["y"], **fields}, "c.json")
+    assert f"field {field!r}" in str(e.value) and words in str(e.value) and "\n" not in str(e.value)
+
+
+RESHAPE_PY = '''
+import pandas as pd
+
+def reshape(df, split):
+    """One row per (question, option) column pair."""
+    rows = [pd.DataFrame({"pid": df["q"].astype(str) + "_" + x, "text": df["q_text"] + " " + df[x]}) for x in "ab"]
+    out = pd.concat(rows)
+    if split == "train":
+        out["label"] = pd.concat([df["label_a"], df["label_b"]]).to_numpy()
+    return out
+'''
+
+
+def test_a_reshape_of_ones_own_travels_in_the_description_as_its_metric_does(tmp_path):
+    (tmp_path / "my_reshape.py").write_text(RESHAPE_PY)
+    pd.DataFrame({"q": [1, 2, 3, 4], "q_text": "the cat", "a": ["sat", "ran", "sat", "ran"], "b": "home",
+                  "label_a": [0, 1, 0, 1], "label_b": [1, 0, 1, 0]}).to_csv(tmp_path / "train.csv", index=False)
+    desc = {"slug": "pairs", "id_col": "pid", "text_cols": ["text"], "target_cols": ["label"], "task": "binary",
+            "reshape": "two_rows", "reshape_file": "my_reshape.py"}
+    (tmp_path / "c.json").write_text(json.dumps(desc))
+    comp = load_competition(str(tmp_path / "c.json"))
+    assert comp.reshape_code == RESHAPE_PY
+    df = read_table(comp, tmp_path)
+    assert df["pid"].tolist() == ["1_a", "2_a", "3_a", "4_a", "1_b", "2_b", "3_b", "4_b"]
+    # A Kaggle kernel gets the description as JSON: the reshape comes with it, the file left behind.
+    (tmp_path / "my_reshape.py").unlink()
+    again = load_competition(comp.as_parameter())
+    assert again.reshape_code == RESHAPE_PY and len(read_table(again, tmp_path)) == 8
+
+
+def test_a_failing_reshape_of_ones_own_is_one_line_naming_the_file(tmp_path):
+    (tmp_path / "r.py").write_text("def reshape(df, split):\n    return df['nope']\n")
+    pd.DataFrame({"id": [1], "t": ["x"], "y": [1.0]}).to_csv(tmp_path / "train.csv", index=False)
+    (tmp_path / "c.json").write_text(json.dumps({"slug": "r", "text_cols": ["t"], "target_cols": ["y"],
+                                                 "reshape": "mine", "reshape_file": "r.py"}))
+    with pytest.raises(DataError) as e:
+        read_table(load_competition(str(tmp_path / "c.json")), tmp_path)
+    one_line(e.value, "train.csv", "reshape 'mine' fails", "KeyError")
+
+
+def test_eedi_is_one_row_per_tagged_distractor_and_its_test_every_distractor(tmp_path):
+    data = tiny_data(EEDI, tmp_path / "e", 6)
+    comp = BUILTIN[EEDI]
+    train, test = read_table(comp, data), read_table(comp, data, "test")
+    assert train["QuestionId_Answer"].tolist() == [f"{q}_B" for q in range(6)]
+    assert train["MisconceptionId"].tolist() == [str(q % 30) for q in range(6)]
+    assert test["QuestionId_Answer"].tolist() == ["1869_B", "1869_C", "1869_D"]  # never the correct answer (A)
+    text = comp.input_texts(train)[0]
+    assert "we like to play in the sun" in text and "Wrong answer: trees grow big" in text
+    assert "Correct answer: a dog ran home" in text
+    assert read_catalogue(comp, data)["id"].tolist() == [str(i) for i in range(30)]
+
+
+def test_bad_ranking_input_is_one_line_naming_file_column_and_row(tmp_path):
+    comp = BUILTIN[EEDI]
+    data = tiny_data(EEDI, tmp_path / "e", 6)
+    train = pd.read_csv(data / "train.csv")
+    train.loc[2, "MisconceptionBId"] = 999  # not in the catalogue
+    train.to_csv(data / "train.csv", index=False)
+    with pytest.raises(DataError) as e:
+        read_table(comp, data)
+    one_line(e.value, "train.csv", "'MisconceptionId' holds '999'", "catalogue", "2_B")
+
+    items = pd.read_csv(data / "misconception_mapping.csv")
+    items.head(20).to_csv(data / "misconception_mapping.csv", index=False)  # fewer items than the 25 answers
+    with pytest.raises(DataError) as e:
+        read_catalogue(comp, data)
+    one_line(e.value, "misconception_mapping.csv", "20 items, fewer than the answer_k 25")
+    pd.concat([items, items.head(1)]).to_csv(data / "misconception_mapping.csv", index=False)
+    with pytest.raises(DataError) as e:
+        read_catalogue(comp, data)
+    one_line(e.value, "misconception_mapping.csv", "id '0' is on two rows")
+
+    comp = BUILTIN[SCIENCE]
+    data = tiny_data(SCIENCE, tmp_path / "s", 6)
+    train = pd.read_csv(data / "train.csv")
+    train.loc[3, "answer"] = "F"
+    train.to_csv(data / "train.csv", index=False)
+    with pytest.raises(DataError) as e:
+        read_table(comp, data)
+    one_line(e.value, "train.csv", "'answer' holds 'F'", "options A, B, C, D, E", "3")
+    train.loc[3, "answer"] = None  # a question with no true answer
+    train.to_csv(data / "train.csv", index=False)
+    with pytest.raises(DataError) as e:
+        read_table(comp, data)
+    one_line(e.value, "train.csv", "'answer' has no label", "3")
+    pd.read_csv(data / "test.csv").drop(columns="E").to_csv(data / "test.csv", index=False)
+    with pytest.raises(DataError) as e:
+        read_table(comp, data, "test")
+    one_line(e.value, "test.csv is missing column 'E'")
+
+
+def test_exact_search_is_the_top_of_the_similarities_in_blocks():
+    rng = np.random.default_rng(0)
+    q, d = rng.normal(size=(50, 8)), rng.normal(size=(300, 8))
+    q, d = q / np.linalg.norm(q, axis=1, keepdims=True), d / np.linalg.norm(d, axis=1, keepdims=True)
+    sims = similarities(q, d)
+    assert np.allclose(sims, q @ d.T, atol=1e-5)
+    import utils.search as s
+
+    old, s.CHUNK = s.CHUNK, 7  # blocks of 7 queries: the same answer
+    try:
+        scores, idx = search(q, d, 10)
+    finally:
+        s.CHUNK = old
+    assert (idx == np.argsort(-sims, axis=1, kind="stable")[:, :10]).all()
+    assert np.allclose(scores, np.take_along_axis(sims, idx, 1))
+    assert search(q, d[:4], 10)[1].shape == (50, 4)  # k past the catalogue: all of it
+
+
+def test_option_batches_score_each_option_and_compare_a_rows_options(tiny_bert):
+    from utils.fold import ModelSpec
+    from utils.model import TextModel, load_tokenizer
+    from utils.shapes import OptionRows
+
+    comp = BUILTIN[SCIENCE]
+    df = pd.DataFrame({"id": [1, 2], "prompt": ["the cat", "a dog"], **{x: [f"sat {x}", "ran"] for x in "ABCDE"},
+                       "answer": ["B", "E"]})
+    shape, tok = OptionRows(), load_tokenizer(tiny_bert)
+    inputs = shape.inputs(comp, df)
+    assert inputs[0] == tuple(("the cat", f"sat {x}") for x in "ABCDE")
+    ds = shape.dataset(inputs, tok, 16, targets=np.array([1, 4]))
+    batch = shape.collator(tok, torch.long)([ds[0], ds[1]])
+    assert batch["input_ids"].shape[0] == 10 and batch["target"].tolist() == [1, 4]
+    model = TextModel.from_backbone(tiny_bert, ModelSpec(pooling="mean", num_outputs=1, task="multiple_choice"))
+    out = shape.forward(model.eval(), batch)
+    assert out.shape == (2, 5)
+    alone = model(batch["input_ids"][5:10], batch["attention_mask"][5:10])[:, 0]  # row 2's options alone
+    assert torch.allclose(out[1], alone, atol=1e-5)
+
+
+def test_a_query_is_never_trained_against_its_own_true_item_as_a_negative(tiny_bert):
+    from utils.batching import TextDataset
+    from utils.fold import ModelSpec
+    from utils.model import TextModel, load_tokenizer
+    from utils.shapes import CatalogueRows
+
+    tok = load_tokenizer(tiny_bert)
+    items = TextDataset([f"the cat {w}" for w in ["sat", "ran", "home", "sun", "mat", "dog"]], tok, 16)
+    queries = TextDataset(["a dog ran", "the sun", "a mat", "the cat sat"], tok, 16, targets=np.array([1, 3, 1, 0]))
+
+    class Data:
+        train_ds, items_ds, tokenizer, negatives = queries, items, tok, None
+
+    data = Data()
+    shape = CatalogueRows(temperature=0.1, hard_negatives=2, mined=3)
+    model = TextModel.from_backbone(tiny_bert, ModelSpec(pooling="mean", num_outputs=0, task="retrieval"))
+
+    class Cfg:
+        eval_batch_size = 2
+
+    shape.prepare(Cfg(), data, model, "cpu")
+    assert data.negatives.shape == (4, 3)
+    assert not (data.negatives == queries.targets[:, None]).any()  # mined: never the positive
+    batch = shape.collator(tok, torch.long, data, seed=0)([queries[i] for i in range(4)])
+    cols, target = batch["item_index"], batch["target"]
+    assert cols[:4].tolist() == [1, 3, 1, 0] and len(cols) == 4 + 4 * 2
+    logits = shape.forward(model, batch)
+    assert logits.shape == (4, 12)
+    for r in range(4):  # every column of the query's true item but its own is masked out
+        true = cols[target[r]]
+        assert torch.isfinite(logits[r, target[r]])
+        assert all(torch.isinf(logits[r, c]) for c in range(12) if cols[c] == true and c != target[r])
+    assert torch.isinf(logits[0, 2]) and torch.isinf(logits[2, 0])  # rows 0 and 2 share item 1
+    loss = torch.nn.functional.cross_entropy(logits, target)
+    assert torch.isfinite(loss)
+
+
+def _train(tmp_path, tiny_bert, slug, **kw):
+    from utils.train import run_cv
+
+    data = tiny_data(slug, tmp_path / "d", 24)
+    comp = load_competition(slug)
+    cfg = cfg_for(data / comp.train_file, tmp_path / "run", tiny_bert, competition=slug, max_steps=3, max_len=32,
+                  pooling="mean", **kw)
+    return data, comp, cfg, run_cv(cfg)
+
+
+@pytest.mark.versions
+def test_a_retriever_trains_through_the_loop_reports_unseen_items_and_resumes(tmp_path, tiny_bert, capsys):
+    from utils.runs import read_oof
+    from utils.train import run_cv
+
+    data, comp, cfg, metrics = _train(tmp_path, tiny_bert, EEDI)
+    out = capsys.readouterr().out
+    assert "valid map@25" in out and "unseen_share" in out
+    run = read_oof(tmp_path / "run")
+    y, scores = run.objective.oof_arrays(run.frame, comp.target_cols)
+    # The CV is the metric of oof.csv as written: each query ranked against the whole catalogue.
+    assert metrics["cv"] == pytest.approx(get_metric("map@25").score(y, scores))
+    assert all(len(c.split()) == 30 for c in run.frame["candidates"])  # 30 items: all of them, ranked
+    history = json.loads((tmp_path / "run" / "fold0" / "history.json").read_text())
+    # Each tiny question is tagged with an item of its own: every validation query's item is unseen.
+    assert history["figures"]["unseen_share"] == 1.0 and "map@25_unseen" in history["figures"]
+    assert "map@25_seen" not in history["figures"]
+    again = run_cv(cfg)  # the same command: every fold is done, nothing retrains
+    assert again["cv"] == metrics["cv"] and "step" not in capsys.readouterr().out
+
+
+@pytest.mark.versions
+def test_a_multiple_choice_scorer_trains_and_its_oof_lists_every_option_best_first(tmp_path, tiny_bert):
+    from utils.runs import read_oof
+
+    data, comp, cfg, metrics = _train(tmp_path, tiny_bert, SCIENCE)
+    run = read_oof(tmp_path / "run")
+    probs = run.frame[[f"prob_{x}" for x in "ABCDE"]].to_numpy()
+    assert np.allclose(probs.sum(1), 1)
+    best = ["".join(np.array(list("ABCDE"))[np.argsort(-p, kind="stable")]) for p in probs]
+    assert [p.replace(" ", "") for p in run.frame["pred"]] == best
+    y, p = run.objective.oof_arrays(run.frame, comp.target_cols)
+    assert metrics["cv"] == pytest.approx(get_metric("map@3").score(y, p))
