@@ -29,7 +29,8 @@ def test_eedi_reads_as_3503_distractors_against_its_whole_catalogue_in_question_
     unseen = ~df["MisconceptionId"][folds == 0].isin(df["MisconceptionId"][folds != 0])
     assert 0.1 < unseen.mean() < 0.5  # a share of fold 0's misconceptions no training row holds
     test = read_table(comp, data, "test")
-    assert test["QuestionId_Answer"].tolist() == pd.read_csv(data / comp.sample_submission)["QuestionId_Answer"].tolist()
+    sample = pd.read_csv(data / comp.sample_submission)
+    assert test["QuestionId_Answer"].tolist() == sample["QuestionId_Answer"].tolist()
 
 
 def test_a_short_eedi_retriever_ranks_the_real_catalogue_and_submits_the_samples_rows(tmp_path, minilm_path):
