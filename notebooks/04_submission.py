@@ -96,7 +96,8 @@ display(submission.head())
 train_csv = data / comp.train_file
 train = pd.read_csv(train_csv) if train_csv.exists() else None
 # each target: the submission beside the training target
-for col in [c for c in comp.target_cols if c in submission][:6]:
-    fig = plots.prediction_hist(submission[col], train[col] if train is not None else None)
+numeric = [c for c in comp.target_cols if c in submission and pd.api.types.is_numeric_dtype(submission[c])]
+for col in numeric[:6]:  # a ranking's answers (ids or letters, space-separated) have no histogram
+    fig = plots.prediction_hist(submission[col], train[col] if train is not None and col in train else None)
     fig.axes[0].set_title(f"{col}: submission vs the training target")
     plots.save_fig(fig, out / f"predictions_{col}.png")

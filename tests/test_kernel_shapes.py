@@ -111,3 +111,31 @@ def test_a_metric_of_ones_own_reaches_the_offline_kernel(tmp_path, tiny_bert):
     assert json.loads(t["blend"].read_text())["metric"] == "mae_first"
     (data / "my_metric.py").unlink()  # the kernel's input has no such file: the description carries it
     run_kernel(t, tmp_path)
+
+
+@pytest.mark.parametrize("slug", ["eedi-mining-misconceptions-in-mathematics", "kaggle-llm-science-exam"])
+def test_a_ranking_competitions_offline_kernel_answers_the_samples_rows(slug, tmp_path, tiny_bert):
+    """A retriever (its catalogue beside the test file in the competition's input, as Kaggle mounts
+    it) and a multiple-choice scorer: the bundle's kernel, offline, writes what utils.predict writes
+    from the same bundled runs: the sample's rows, the top answer_k ids or letters each."""
+    data = tiny_data(slug, tmp_path / "d", 24)
+    comp = load_competition(slug)
+    run = tmp_path / "run"
+    run_cv(cfg_for(data / comp.train_file, run, tiny_bert, competition=slug, max_steps=2, max_len=32,
+                   pooling="mean"))
+    out = build(BundleSpec([run], OWNER, tmp_path / "bundle", notebooks=[submission_notebook(tmp_path)],
+                           wheels=None))
+    kernel = Path(out["kernels"][0]["path"])
+    meta = json.loads((kernel / "kernel-metadata.json").read_text())
+    inp = tmp_path / "input"
+    files = [data / comp.sample_submission] + ([data / comp.catalogue[0]] if comp.catalogue else [])
+    input_tree(inp, "new", out, data / comp.test_file, files)
+    work = run_offline(kernel / meta["code_file"], inp, tmp_path)
+    got = pd.read_csv(work / "submission.csv", dtype=str)
+    models = Path(out["models"]["path"])
+    want = predict.submit([models / r for r in out["models"]["runs"]], data / comp.test_file, tmp_path / "want.csv",
+                          progress=False).astype(str)
+    sample = pd.read_csv(data / comp.sample_submission, dtype=str)
+    assert list(got.columns) == list(sample.columns) and got[comp.id_col].tolist() == sample[comp.id_col].tolist()
+    assert got.equals(want)
+    assert all(len(a.split()) == comp.answer_k for a in got[comp.answer_column])
