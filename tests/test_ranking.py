@@ -301,3 +301,34 @@ def test_a_multiple_choice_scorer_trains_and_its_oof_lists_every_option_best_fir
     assert [p.replace(" ", "") for p in run.frame["pred"]] == best
     y, p = run.objective.oof_arrays(run.frame, comp.target_cols)
     assert metrics["cv"] == pytest.approx(get_metric("map@3").score(y, p))
+
+
+@pytest.mark.versions
+def test_multiple_choice_runs_blend_honestly_and_a_retrievers_blend_is_refused_in_one_line(tmp_path, tiny_bert):
+    from utils import ensemble, predict
+    from utils.train import run_cv
+
+    data, comp, cfg, _ = _train(tmp_path, tiny_bert, SCIENCE)
+    run_cv(cfg_for(data / comp.train_file, tmp_path / "b", tiny_bert, competition=SCIENCE, max_steps=3, max_len=32))
+    runs = [tmp_path / "run", tmp_path / "b"]
+    report = ensemble.blend_report(runs)
+    assert report["metric"] == "map@3" and len(report["weights"]) == 2 and set(report["weights_per_fold"]) == {0, 1}
+    ensemble.save_blend(tmp_path / "blend.json", report)
+    out = tmp_path / "s.csv"
+    assert predict.main(["--test-csv", str(data / "test.csv"), "--runs", *map(str, runs), "--blend",
+                         str(tmp_path / "blend.json"), "--out", str(out)]) == 0
+    from utils.shapes import shape_of
+
+    test = read_table(comp, data, "test")
+    a, b = (predict.predict_run(r, shape_of(comp).inputs(comp, test), progress=False) for r in runs)
+    w = report["weights"]
+    expect = [" ".join(np.array(list("ABCDE"))[np.argsort(-p, kind="stable")[:3]]) for p in w[0] * a + w[1] * b]
+    assert pd.read_csv(out, dtype=str)["prediction"].tolist() == expect
+
+    import shutil
+
+    _train(tmp_path / "e", tiny_bert, EEDI)
+    shutil.copytree(tmp_path / "e" / "run", tmp_path / "e" / "again")
+    with pytest.raises(DataError) as e:
+        ensemble.load_members([tmp_path / "e" / "run", tmp_path / "e" / "again"])
+    one_line(e.value, "is a retriever", "not supported yet")

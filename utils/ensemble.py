@@ -44,6 +44,9 @@ def load_members(runs, target: str = "target") -> dict:
     oofs, folds0 = [], None
     for run in map(Path, runs):
         oof = read_oof(run, target)
+        if oof.objective.kind == "items":  # oof.csv holds each query's top candidates, not every item's score
+            raise DataError(f"{run} is a retriever: blending retrievers' rankings is not supported yet (its "
+                            "oof.csv lists each query's top candidates only); submit one retriever run")
         if oofs and _predicts(oof) != _predicts(oofs[0]):
             raise DataError(f"{run} predicts {_predicts(oof, True)} but {Path(runs[0])} predicts "
                             f"{_predicts(oofs[0], True)}: only runs of the same competition and "
