@@ -79,7 +79,7 @@ from utils import env, plots
 from utils.competition import load_competition
 from utils.files import write_json
 from utils.metrics import get_metric
-from utils.tables import competition_folds, read_table
+from utils.tables import competition_folds, read_catalogue, read_table
 
 comp = load_competition(competition)
 data = env.competition_dir(data_dir, comp.slug)
@@ -103,10 +103,19 @@ print(f"{comp.title or comp.slug}: {len(df)} rows from {data} | {comp.task}, {me
 # has one, is shown beside its target: labels that noisy bound what any model can score.
 
 # %%
-for line in eda.target_summary(comp, df):
-    print(line)
-for name, fig in plots.target_figures(df, comp).items():
-    plots.save_fig(fig, out / name)
+if comp.ranking:  # a catalogue's coverage and unseen items per fold, or the options' answers
+    catalogue = read_catalogue(comp, data) if comp.catalogue else None
+    fold_ids = competition_folds(comp, df, folds, fold_seed)
+    facts = eda.ranking_facts(comp, df, fold_ids, catalogue)
+    for line in eda.ranking_lines(comp, facts):
+        print(line)
+    for name, fig in plots.ranking_figures(comp, facts).items():
+        plots.save_fig(fig, out / name)
+else:
+    for line in eda.target_summary(comp, df):
+        print(line)
+    for name, fig in plots.target_figures(df, comp).items():
+        plots.save_fig(fig, out / name)
 
 # %% [markdown]
 # ## How long the inputs are
@@ -165,7 +174,8 @@ if readable:
 # the texts with the most labels and with none.
 
 # %%
-plots.save_fig(plots.plot_examples(df, comp), out / "extremes.png")
+if not comp.ranking:  # a ranking's rows have no extremes of a target
+    plots.save_fig(plots.plot_examples(df, comp), out / "extremes.png")
 
 # %% [markdown]
 # ## Baselines: the bar
@@ -182,13 +192,17 @@ plots.save_fig(plots.plot_examples(df, comp), out / "extremes.png")
 
 # %%
 fold_ids = competition_folds(comp, df, folds, fold_seed)
-results = eda.baseline_cv(comp, df, fold_ids)
-baselines = {name: score for name, (score, _) in results.items()}
+if comp.ranking:  # the most tagged items or TF-IDF cosine; random order or the longest option
+    results = {}
+    baselines = eda.ranking_baselines(comp, df, fold_ids, catalogue)
+else:
+    results = eda.baseline_cv(comp, df, fold_ids)
+    baselines = {name: score for name, (score, _) in results.items()}
 if readable:
     score_readability, oof_readability = eda.readability_ridge_cv(comp, df, fold_ids, features=features)
     baselines["readability features + ridge"] = score_readability
     eda.write_oof_run(out / "baselines" / "readability-ridge", comp, df, fold_ids, oof_readability)
-if comp.continuous and len(targets) == 1:
+if comp.continuous and len(targets) == 1 and results:
     eda.write_oof_run(out / "baselines" / "tfidf-ridge", comp, df, fold_ids, results["TF-IDF 1-2 grams + ridge"][1])
 write_json(out / "baselines.json", {"metric": comp.metric_name, **baselines})
 print(eda.bar_line(baselines, comp.metric_name))

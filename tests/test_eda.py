@@ -570,3 +570,32 @@ def test_eda_notebook_adapts_to_the_task(slug, figures, metric, tmp_path):
     assert baselines.pop("metric") == metric and len(baselines) == 2
     assert all(math.isfinite(v) for v in baselines.values())
     assert eda.bar_line(baselines, metric) in text and "No readability formulas" in text
+
+
+@pytest.mark.parametrize("slug", ["eedi-mining-misconceptions-in-mathematics", "kaggle-llm-science-exam"])
+def test_eda_notebook_on_a_ranking_competitions_real_data(slug, tmp_path):
+    """A catalogue: its coverage, rows per item and the unseen share per fold; options: the answer's
+    share per option and the longest option's; the bar among the baselines that need no model,
+    in MAP@k, equal to utils.eda's on the same rows and folds."""
+    from utils.competition import BUILTIN
+
+    data, out, comp = real_dir(slug), tmp_path / "eda", BUILTIN[slug]
+    nb, text = eda_notebook(tmp_path, dict(competition=slug, data_dir=str(data), out_dir=str(out)))
+    made = sorted(p.name for p in out.glob("*.png"))
+    assert {"ranking.png", "ranking_lengths.png", "text_lengths.png", "baselines.png"} <= set(made)
+    assert "extremes.png" not in made and "target_distribution.png" not in made
+    baselines = json.loads((out / "baselines.json").read_text())
+    assert baselines.pop("metric") == comp.metric_name
+    df = read_table(comp, data)
+    folds = competition_folds(comp, df, 5, 42)
+    from utils.tables import read_catalogue
+
+    expected = eda.ranking_baselines(comp, df, folds, read_catalogue(comp, data) if comp.catalogue else None)
+    assert baselines == pytest.approx(expected)
+    assert eda.bar_line(baselines, comp.metric_name) in text
+    if comp.catalogue:
+        assert "2587 items, 1412 tagged in training (54.6% coverage)" in text and "unseen per fold" in text
+        assert 0.1 < baselines["TF-IDF cosine"] < 0.3 and baselines["most often tagged first"] < 0.05
+    else:
+        assert "the longest option is the answer in" in text
+        assert baselines["random order"] == pytest.approx(0.3667, abs=1e-4) and baselines["longest option first"] > 0.4

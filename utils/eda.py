@@ -449,3 +449,81 @@ def _truth(comp, df: pd.DataFrame) -> tuple[np.ndarray, list | None]:
     if labels is None:
         return df[targets].to_numpy(dtype=float), None
     return obj.targets(df, targets, labels), labels
+
+
+# ----------------------------------------------------------------------------- rankings
+
+
+def ranking_facts(comp, df: pd.DataFrame, folds: np.ndarray, catalogue: pd.DataFrame | None = None) -> dict:
+    """What a ranking competition's training rows say, per shape. A catalogue (retrieval): its size,
+    the share of its items some row is tagged with (coverage), rows per tagged item, and per fold
+    the share of validation rows whose item no other fold holds (unseen: what a model must rank
+    without having trained on it); the lengths in words of queries and items. Options (multiple
+    choice): the answer's share per option, and how often the longest option is the answer."""
+    y = df[comp.target_cols[0]].astype(str).to_numpy()
+    words = lambda texts: np.array([len(str(t).split()) for t in texts])  # noqa: E731
+    out = {"rows": len(df), "query_words": words(plain_texts(comp.input_texts(df)))}
+    if catalogue is not None:
+        per_item = pd.Series(y).value_counts()
+        out.update(items=len(catalogue), tagged=len(per_item), coverage=len(per_item) / len(catalogue),
+                   rows_per_item=per_item.to_numpy(), once=float((per_item == 1).mean()),
+                   item_words=words(catalogue["text"]))
+        out["unseen_per_fold"] = {int(k): float(np.mean(~np.isin(y[folds == k], y[folds != k])))
+                                  for k in np.unique(folds)}
+    if comp.options:
+        out["answer_share"] = {o: float(np.mean(y == o)) for o in comp.options}
+        lengths = df[list(comp.options)].fillna("").astype(str).apply(lambda c: c.str.len()).to_numpy()
+        longest = np.array(comp.options)[lengths.argmax(1)]
+        out["longest_is_answer"] = float(np.mean(longest == y))
+        out["option_words"] = words(df[list(comp.options)].fillna("").to_numpy().ravel())
+    return out
+
+
+def ranking_lines(comp, facts: dict) -> list:
+    """ranking_facts in words."""
+    q = facts["query_words"]
+    lines = [f"{facts['rows']} rows; queries: median {np.median(q):.0f} words (90% under {np.percentile(q, 90):.0f})"]
+    if "items" in facts:
+        r = facts["rows_per_item"]
+        lines += [f"catalogue: {facts['items']} items, {facts['tagged']} tagged in training ({facts['coverage']:.1%} "
+                  f"coverage); {facts['once']:.1%} of the tagged items on one row only, the most on {r.max()} rows",
+                  f"items: median {np.median(facts['item_words']):.0f} words",
+                  "unseen per fold (validation rows whose item no other fold holds): "
+                  + ", ".join(f"fold {k} {v:.1%}" for k, v in facts["unseen_per_fold"].items())]
+    if "answer_share" in facts:
+        lines += ["answers: " + ", ".join(f"{o} {s:.1%}" for o, s in facts["answer_share"].items()),
+                  f"the longest option is the answer in {facts['longest_is_answer']:.1%} of the rows "
+                  f"(chance {1 / len(comp.options):.0%}); options: median {np.median(facts['option_words']):.0f} words"]
+    return lines
+
+
+def ranking_baselines(comp, df: pd.DataFrame, folds: np.ndarray, catalogue: pd.DataFrame | None = None) -> dict:
+    """{baseline: the competition's MAP@k} of what needs no transformer, on every row. Retrieval:
+    the items most often tagged on the other folds first (per fold, honest), and TF-IDF cosine of
+    query and item (fitted on the texts only, no label). Multiple choice: random order (its
+    expectation), and the longest option first."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    metric = get_metric(comp.metric_name)
+    y = df[comp.target_cols[0]].astype(str).to_numpy()
+    out = {}
+    if catalogue is not None:
+        ids = catalogue["id"].to_numpy()
+        truth = pd.Series(np.arange(len(ids)), index=ids).loc[y].to_numpy()
+        freq = np.zeros((len(df), len(ids)))
+        for k in np.unique(folds):
+            counts = pd.Series(y[folds != k]).value_counts().reindex(ids, fill_value=0).to_numpy(float)
+            freq[folds == k] = counts - np.arange(len(ids)) * 1e-9  # ties: catalogue order
+        out["most often tagged first"] = metric.score(truth, freq)
+        queries = plain_texts(comp.input_texts(df))
+        vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit(list(queries) + list(catalogue["text"]))
+        sims = (vec.transform(queries) @ vec.transform(catalogue["text"]).T).toarray()
+        out["TF-IDF cosine"] = metric.score(truth, sims)
+    if comp.options:
+        truth = pd.Series(np.arange(len(comp.options)), index=list(comp.options)).loc[y].to_numpy()
+        n = len(comp.options)
+        # Random order, in expectation: the answer at each rank with chance 1/n.
+        out["random order"] = float(sum(1 / r for r in range(1, min(comp.answer_k, n) + 1)) / n)
+        lengths = df[list(comp.options)].fillna("").astype(str).apply(lambda c: c.str.len()).to_numpy(float)
+        out["longest option first"] = metric.score(truth, lengths)
+    return out

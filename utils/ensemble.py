@@ -18,7 +18,7 @@ from .cli import HelpFormatter, cli_error, first_paragraph
 from .data import DataError
 from .files import run_names, write_json
 from .metrics import METRICS, apply_rule, get_metric
-from .runs import BLEND, FOLDS, check_same_competition, read_folds, read_oof
+from .runs import BLEND, FOLDS, OOF, check_same_competition, read_folds, read_oof
 from .runs import identity as run_identity
 
 
@@ -45,8 +45,8 @@ def load_members(runs, target: str = "target") -> dict:
     for run in map(Path, runs):
         oof = read_oof(run, target)
         if oof.objective.kind == "items":  # oof.csv holds each query's top candidates, not every item's score
-            raise DataError(f"{run} is a retriever: blending retrievers' rankings is not supported yet (its "
-                            "oof.csv lists each query's top candidates only); submit one retriever run")
+            raise DataError(f"{run} is a retriever: blending retrievers' rankings is not supported yet (its {OOF} "
+                            "lists each query's top candidates only); submit one retriever run")
         if oofs and _predicts(oof) != _predicts(oofs[0]):
             raise DataError(f"{run} predicts {_predicts(oof, True)} but {Path(runs[0])} predicts "
                             f"{_predicts(oofs[0], True)}: only runs of the same competition and "

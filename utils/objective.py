@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .data import label_text
-from .metrics import METRICS, apply_rule, rmse
+from .metrics import METRICS, apply_rule, rmse, top_k
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,6 @@ class Objective:
     def ranked(self, comp, pred: np.ndarray, names, k: int) -> list:
         """Each row's top k candidates (class labels, option letters, catalogue ids), best first,
         space-separated: a ranking submission's answer and oof.csv's `pred`."""
-        from .metrics import top_k
-
         names = np.asarray([str(n) for n in names], dtype=object)
         return [" ".join(row) for row in names[top_k(pred, k)]]
 
@@ -531,8 +529,6 @@ class Retrieval(Objective):
 
     def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
         """`pred`: (N, items) similarities."""
-        from .metrics import top_k
-
         names = np.asarray([str(v) for v in labels], dtype=object)
         top = top_k(pred, self.CANDIDATES)
         oof = pd.DataFrame({"id": np.asarray(ids)})

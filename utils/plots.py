@@ -762,3 +762,37 @@ def plot_scores(scores: dict, metric: str, greater_is_better: bool, title: str =
     better = "higher" if greater_is_better else "lower"
     ax.set(title=title or f"Baselines: cross-validated {metric} ({better} is better)", xlabel=metric)
     return fig
+
+
+def ranking_figures(comp, facts: dict) -> dict:
+    """{PNG file name: figure} of a ranking competition's training rows (utils.eda.ranking_facts):
+    a catalogue's rows per tagged item and unseen share per fold, beside the lengths of queries
+    and items; options' answer shares beside the lengths of prompts and options."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
+    if "items" in facts:
+        r = facts["rows_per_item"]
+        a.hist(r, bins=np.arange(1, r.max() + 2) - 0.5, color=NEUTRAL_COLOR, edgecolor="white")
+        a.set(yscale="log", xlabel="training rows per tagged item", ylabel="items",
+              title=f"{facts['tagged']} of {facts['items']} items tagged ({facts['coverage']:.0%}); "
+                    f"{facts['once']:.0%} of them once")
+        folds = facts["unseen_per_fold"]
+        b.bar([f"fold {k}" for k in folds], list(folds.values()), color="#98c1d9")
+        b.set(ylabel="share of validation rows", ylim=(0, 1),
+              title="validation rows whose item no other fold holds (unseen)")
+        lengths = {"queries": facts["query_words"], "items": facts["item_words"]}
+    else:
+        share = facts["answer_share"]
+        a.bar(list(share), list(share.values()), color="#98c1d9")
+        a.axhline(1 / len(share), color="black", ls="--", lw=1, label="chance")
+        a.legend(frameon=False)
+        a.set(ylabel="share of rows", title="the answer, per option")
+        b.axis("off")
+        lengths = {"prompts": facts["query_words"], "options": facts["option_words"]}
+    figs = {"ranking.png": fig}
+    fig2, ax = plt.subplots(figsize=(8, 4), layout="constrained")
+    for (name, w), color in zip(lengths.items(), (NEUTRAL_COLOR, EASY_COLOR)):
+        ax.hist(w, bins=40, alpha=0.6, color=color, label=f"{name} (median {np.median(w):.0f})")
+    ax.legend(frameon=False)
+    ax.set(xlabel="words", ylabel="count", title=f"{comp.title or comp.slug}: lengths")
+    figs["ranking_lengths.png"] = fig2
+    return figs

@@ -564,18 +564,26 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     bar.close()
 
     final = fold_best(model, best_state, accelerator, fold, step, diverged, comp, finite_preds)
-    # Stage 5, the out-of-fold frame and the fold's history.
-    oof = obj.oof_frame(df[comp.id_col].iloc[data.va].to_numpy(), df.iloc[data.va], y_va, best_pred,
-                        comp.target_cols, data.labels, fold)
     info = {"fold": fold, "best_score": best, "steps": step, "seconds": time.time() - t0}
+    oof, info = fold_outcome(cfg, comp, df, data, fold, best_pred, target_mean, info, log)
+    return final, data.tokenizer, oof, {**info, "history": history}
+
+
+def fold_outcome(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, data: FoldData, fold: int, best_pred,
+                 target_mean, info: dict, log) -> tuple[pd.DataFrame, dict]:
+    """Stage 5: the fold's out-of-fold frame (its best checkpoint's predictions) and its record:
+    row counts, the training mean, and the shape's own figures (a retriever's seen and unseen
+    items), said in one line."""
+    oof = objective_of(comp).oof_frame(df[comp.id_col].iloc[data.va].to_numpy(), df.iloc[data.va], data.y[data.va],
+                                       best_pred, comp.target_cols, data.labels, fold)
     info["n_train"], info["n_valid"], info["n_truncated"] = len(data.tr), len(data.va), data.n_cut
     info["n_pseudo"] = data.n_pseudo
     info["target_mean"] = target_mean.tolist()  # what a blank text is predicted as at inference
-    figures = shape.figures(comp, data, best_pred)  # e.g. a retriever's seen and unseen items
+    figures = shape_of(comp, cfg).figures(comp, data, best_pred)
     if figures:
         log(f"fold {fold}: " + ", ".join(f"{k} {v:.4f}" for k, v in figures.items()))
         info["figures"] = figures
-    return final, data.tokenizer, oof, {**info, "history": history}
+    return oof, info
 
 
 def trained_state(model, lora: bool) -> dict:
