@@ -332,3 +332,32 @@ def test_multiple_choice_runs_blend_honestly_and_a_retrievers_blend_is_refused_i
     with pytest.raises(DataError) as e:
         ensemble.load_members([tmp_path / "e" / "run", tmp_path / "e" / "again"])
     one_line(e.value, "is a retriever", "not supported yet")
+
+
+def test_init_recognises_options_a_catalogue_and_says_what_to_write_for_a_wide_table(tmp_path):
+    from utils.infer import infer
+
+    science = tiny_data(SCIENCE, tmp_path / "s", 12)
+    comp, why = infer(science)
+    b = BUILTIN[SCIENCE]
+    assert (comp.task, comp.options, comp.target_cols, comp.answer_k, comp.answer_column, comp.text_cols) == \
+        (b.task, b.options, b.target_cols, 3, "prediction", ("prompt",))
+    assert any("MAP@3" in w for w in why)
+
+    with pytest.raises(DataError) as e:  # Eedi's wide questions: a reshape the folder cannot say
+        infer(tiny_data(EEDI, tmp_path / "e", 6))
+    one_line(e.value, "a catalogue (misconception_mapping.csv: 'MisconceptionId'", '"reshape"',
+             '["misconception_mapping.csv", "MisconceptionId", "MisconceptionName"]')
+
+    long = tmp_path / "long"  # one row per query, the true item's id in the sample's column
+    long.mkdir()
+    items = pd.DataFrame({"item_id": [f"i{j}" for j in range(8)], "title": [f"the cat sat {j}" for j in range(8)]})
+    items.to_csv(long / "items.csv", index=False)
+    pd.DataFrame({"qid": range(10), "query": "a dog ran home", "item_id": [f"i{j % 8}" for j in range(10)]}).to_csv(
+        long / "train.csv", index=False)
+    pd.DataFrame({"qid": [20, 21], "query": "the sun"}).to_csv(long / "test.csv", index=False)
+    pd.DataFrame({"qid": [20, 21], "item_id": "i0 i1 i2"}).to_csv(long / "sample_submission.csv", index=False)
+    comp, _ = infer(long)
+    assert (comp.task, comp.catalogue, comp.target_cols, comp.answer_k, comp.text_cols) == \
+        ("retrieval", ("items.csv", "item_id", "title"), ("item_id",), 3, ("query",))
+    assert len(read_table(comp, long)) == 10 and len(read_catalogue(comp, long)) == 8

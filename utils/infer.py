@@ -8,6 +8,7 @@ Light: pandas only, no torch.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -150,6 +151,70 @@ def _group(tr: pd.DataFrame, text_cols: tuple, keys: tuple) -> tuple[str, list]:
                  "(a far too optimistic CV)"]
 
 
+def _texty(column: pd.Series) -> bool:
+    """Strings (object or pandas' string dtype), not numbers."""
+    return column.dtype == object or pd.api.types.is_string_dtype(column)
+
+
+def _ranking(data_dir: Path, files: set, sample: str, sub: pd.DataFrame):
+    """(description, why) when the sample submission answers a list (space-separated, best first):
+    options in columns of the train file (its answers are their names: multiple choice), or items
+    of a catalogue (another table whose ids the sample lists: retrieval); None when it does not.
+    A catalogue whose train file is not one row per answer (a wide table) is one line saying what
+    to write."""
+    if sub.shape[1] != 2 or not sub.iloc[:, 1].astype(str).str.contains(" ").all():
+        return None
+    id_col, answer = map(str, sub.columns)
+    listed = [str(v).split() for v in sub[answer]]
+    k, tokens = len(listed[0]), {t for row in listed for t in row}
+    train = next((f for f in sorted(files) if "train" in f.lower() and f != sample), None)
+    if train is None:
+        raise DataError(f"{data_dir}: {sample} answers a list ({answer!r}) but there is no train CSV")
+    tr = _read_head(data_dir / train, 50_000)
+    test = next((f for f in sorted(files) if "test" in f.lower() and f != sample), "test.csv")
+    why = [f"a ranking: {sample}'s {answer!r} lists {k} answers per row, best first (MAP@{k})"]
+    if tokens <= set(map(str, tr.columns)):  # the answers name columns of the row: its options
+        options = tuple(c for c in map(str, tr.columns) if c in tokens or (len(c) == 1 and c.isupper()))
+        target = next((str(c) for c in tr.columns if str(c) not in options and str(c) != id_col
+                       and set(tr[c].dropna().astype(str)) <= set(options) and tr[c].notna().any()), None)
+        if target is None:
+            raise DataError(f"{train}: {sample}'s answers are its columns {list(options)}, but no column holds "
+                            "which is right: describe this competition by hand (task multiple_choice)")
+        text = tuple(c for c in map(str, tr.columns) if c not in (*options, target, id_col) and _texty(tr[c]))
+        why += [f"options {list(options)}: columns of {train} that the answers name; target {target!r}: the right one",
+                f"text_cols {list(text)}: the other text columns"]
+        return Competition(slug=data_dir.resolve().name, id_col=id_col, text_cols=text or ("prompt",),
+                           target_cols=(target,), task="multiple_choice", options=options, answer_k=k,
+                           answer_col=answer if answer != target else "", train_file=train, test_file=test,
+                           sample_submission=sample), why
+    for f in sorted(files - {train, test, sample}):
+        table = _read_head(data_dir / f, 1_000_000)
+        for c in table.columns:
+            if tokens <= set(table[c].astype(str)) and table[c].is_unique:
+                texts = [t for t in table.columns if t != c and _texty(table[t])]
+                if not texts:
+                    continue
+                name = max(texts, key=lambda t: table[t].astype(str).str.len().mean())
+                catalogue = (f, str(c), str(name))
+                if id_col not in tr.columns:
+                    raise DataError(f"{data_dir}: a catalogue ({f}: {c!r} is what {sample} lists) but {train} has "
+                                    f"no {id_col!r} rows (a wide table): write the description by hand with "
+                                    f"\"catalogue\": {json.dumps(list(catalogue))} and a \"reshape\" into one row per "
+                                    f"{id_col} (see python -m utils.competition show "
+                                    "eedi-mining-misconceptions-in-mathematics)")
+                target = answer if answer in tr.columns else ""
+                if not target:
+                    raise DataError(f"{train} has no column {answer!r} naming each row's true item of {f}: "
+                                    "describe this competition by hand (task retrieval)")
+                text, w = _text_cols(tr, tr, {id_col, target}, train, train)
+                why += [f"catalogue {list(catalogue)}: {f}'s ids are what {sample} lists"] + w
+                return Competition(slug=data_dir.resolve().name, id_col=id_col, text_cols=text,
+                                   target_cols=(target,), task="retrieval", catalogue=catalogue, answer_k=k,
+                                   train_file=train, test_file=test, sample_submission=sample), why
+    raise DataError(f"{sample} answers a list of {k} ({answer!r}) but no column of {train} nor any table beside it "
+                    "holds what it lists: describe this competition by hand (task retrieval or multiple_choice)")
+
+
 def infer(data_dir) -> tuple[Competition, list]:
     """A description guessed from a competition's CSVs, and why each choice was made (lines)."""
     data_dir = Path(data_dir)
@@ -161,6 +226,9 @@ def infer(data_dir) -> tuple[Competition, list]:
     sub = _read_head(data_dir / sample, 50)
     id_col = str(sub.columns[0])
     why = [f"id column {id_col!r}: the first column of {sample}"]
+    ranked = _ranking(data_dir, files, sample, sub)
+    if ranked is not None:
+        return ranked
     train, tr, train_joins, w = _tables(data_dir, files, "train", id_col, sample)
     why += w
     test, te, test_joins, w = _tables(data_dir, files, "test", id_col, sample)
