@@ -231,7 +231,12 @@ def test_fitted_rules_help_in_sample_and_are_honest_across_folds():
 
 
 def test_every_metric_is_registered_with_what_it_needs():
-    assert set(METRICS) == {"rmse", "mcrmse", "f1", "accuracy", "roc_auc", "log_loss", "qwk", "pearson", "spearman"}
+    from utils.metrics import BUILTIN_METRICS
+
+    assert set(BUILTIN_METRICS) == {"rmse", "mcrmse", "f1", "accuracy", "roc_auc", "log_loss", "qwk", "pearson",
+                                    "spearman"}
+    assert {m for m in METRICS if m not in BUILTIN_METRICS} <= {f"{r}@{k}" for r in ("map", "recall")
+                                                               for k in range(1, 1001)}  # made when asked for
     with pytest.raises(ValueError, match="unknown metric 'auc'; valid: rmse, mcrmse"):
         get_metric("auc")
     for m in METRICS.values():

@@ -38,8 +38,10 @@ def description(task: str) -> Competition:
     """A description of each task's shape (classes where the task has them)."""
     targets = ("a", "b") if task in ("multi_regression", "multilabel") else ("target",)
     classes = ("neg", "pos") if task == "binary" else ("x", "y", "z") if task == "multiclass" else ()
+    ranking = {"retrieval": dict(catalogue=("items.csv", "id", "text"), answer_k=25),
+               "multiple_choice": dict(options=("A", "B", "C", "D"), answer_k=3)}.get(task, {})
     return Competition(slug=f"probe-{task}", text_cols=("text",), target_cols=targets, task=task, classes=classes,
-                       target_range=(1.0, 6.0) if task == "ordinal" else ())
+                       target_range=(1.0, 6.0) if task == "ordinal" else (), **ranking)
 
 
 @pytest.mark.parametrize("task", list(TASKS))
@@ -47,13 +49,16 @@ def test_each_kind_says_what_its_targets_are_and_eda_reads_it(task):
     comp = description(task)
     obj = objective_of(comp)
     assert {o.name: o.kind for o in OBJECTIVES.values()} == {
-        "regression": "values", "classification": "classes", "multilabel": "labels"}
-    assert eda.target_kind(comp) == obj.kind and obj.classes == (obj.kind == "classes")
+        "regression": "values", "classification": "classes", "multilabel": "labels", "multiple_choice": "options",
+        "retrieval": "items"}
+    assert eda.target_kind(comp) == obj.kind and obj.classes == (obj.kind in ("classes", "options"))
     # The made-up rows a metric of one's own is first tried on have the shapes training scores.
     y, pred = obj.sample(comp)
-    n_out = obj.num_outputs(comp.target_cols, list(comp.classes) or [0, 1, 2])
+    # A row's outputs: a head's, an option's score each, or a score per catalogue item (the sample's 50)
+    n_out = {"options": len(comp.options), "items": 2 * comp.answer_k}.get(
+        obj.kind, obj.num_outputs(comp.target_cols, list(comp.classes) or [0, 1, 2]))
     assert pred.shape == (16, n_out) and np.isfinite(pred).all()
-    assert y.shape == ((16,) if obj.classes else (16, len(comp.target_cols)))
+    assert y.shape == ((16,) if obj.labelled else (16, len(comp.target_cols)))
 
 
 # ----------------------------------------------------------------------------- a metric of one's own
@@ -117,7 +122,7 @@ def test_a_metric_returning_nan_on_ordinary_input_is_blamed_on_the_metric_not_th
 def test_each_tasks_default_metric_as_ones_own_reads_without_a_word(task, tmp_path):
     # A sound metric is not refused: the sample is ordinary input of every task's shape (both
     # classes of a binary task for F1, integer scores for kappa, each label present for ROC AUC).
-    default = METRICS[TASKS[task][1]]
+    default = METRICS[description(task).metric_name]
     (tmp_path / "m.py").write_text("from dataclasses import replace\nfrom utils.metrics import METRICS\n\n"
                                    f"METRIC = replace(METRICS[{default.name!r}], name='mine')\n")
     d = {**description(task).to_dict(), "metric": "mine", "metric_file": "m.py"}
