@@ -61,6 +61,8 @@ num_processes = 1  # 2 on Kaggle's "GPU T4 x2": data-parallel through accelerate
 pseudo_csv = ""  # pseudo-labels from notebook 5 (same folds): every fold's training side gains them
 pseudo_weight = 1.0  # loss weight of a pseudo row when mixed with the real rows
 pseudo_epochs = 0  # >0: first this many epochs on the pseudo rows alone, then the real rows
+temperature = 0.05  # retrieval: contrastive loss: similarities over this (0.05 = sentence-transformers' scale 20)
+hard_negatives = 1  # retrieval: negatives per query in each batch, mined by the untrained model (0: in-batch only)
 n_examples = 4  # validation texts shown with their attention weights
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/)
 runs_dir = ""  # empty: utils.env.working_dir() / "runs" (Google Drive on Colab when mounted)
@@ -117,6 +119,7 @@ cfg = TrainConfig(
     gradient_checkpointing=gradient_checkpointing, lora_r=lora_r, lora_alpha=lora_alpha,
     lora_dropout=lora_dropout, lora_targets=tuple(lora_targets), load_in_4bit=load_in_4bit,
     pseudo_csv=pseudo_csv, pseudo_weight=pseudo_weight, pseudo_epochs=pseudo_epochs,
+    temperature=temperature, hard_negatives=hard_negatives,
 )
 print(f"{comp.title or comp.slug} | data: {data} | run: {run_dir} | metric: {comp.metric_name}")
 
@@ -147,7 +150,7 @@ display(plots.fold_table(run_dir).style.format(precision=4).hide(axis="index"))
 # at both ends.
 
 # %%
-for col in () if objective_of(comp).classes else comp.target_cols:
+for col in () if objective_of(comp).labelled else comp.target_cols:  # values only: not classes nor rankings
     fig = plots.oof_scatter(run_dir, col)
     plots.save_fig(fig, run_dir / "figures" / f"oof_scatter_{col}.png")
 
@@ -157,7 +160,7 @@ for col in () if objective_of(comp).classes else comp.target_cols:
 # by its pooling weight; the claim to check: the head focuses on complex vocabulary.
 
 # %%
-explained = "attention" in pooling and not comp.text_pair
+explained = "attention" in pooling and not comp.text_pair and not comp.ranking
 if explained:
     model, tokenizer = TextModel.load(run_dir / "fold0")
     train = read_table(comp, data, "train").set_index(comp.id_col)

@@ -361,3 +361,20 @@ def test_init_recognises_options_a_catalogue_and_says_what_to_write_for_a_wide_t
     assert (comp.task, comp.catalogue, comp.target_cols, comp.answer_k, comp.text_cols) == \
         ("retrieval", ("items.csv", "item_id", "title"), ("item_id",), 3, ("query",))
     assert len(read_table(comp, long)) == 10 and len(read_catalogue(comp, long)) == 8
+
+
+@pytest.mark.parametrize("slug", [EEDI, SCIENCE])
+def test_the_training_notebook_trains_a_ranking_and_shows_its_curves(slug, tmp_path, tiny_bert):
+    """Notebook 02 with a ranking competition: its retriever settings reach the run, the curves
+    and fold table are drawn, nothing plots a ranking as a value."""
+    from helpers import papermill
+
+    data = tiny_data(slug, tmp_path / "d", 24)
+    papermill("02_train", tmp_path, dict(competition=slug, model_name=tiny_bert, pooling="mean", run_name="r",
+                                          folds=2, epochs=1, batch_size=8, max_len=32, max_steps=2,
+                                          temperature=0.1, hard_negatives=2, data_dir=str(data),
+                                          runs_dir=str(tmp_path / "runs")))
+    run = tmp_path / "runs" / "r"
+    config = json.loads((run / "config.json").read_text())
+    assert (config.get("temperature"), config.get("hard_negatives")) == ((0.1, 2) if slug == EEDI else (None, None))
+    assert (run / "figures" / "learning_curves.png").is_file() and not list((run / "figures").glob("oof_scatter*"))
