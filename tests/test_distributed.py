@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import cfg_for
+from helpers import cfg_for, tiny_data
 
 from utils.batching import EpochBatches
 from utils.train import run_cv
@@ -220,3 +220,23 @@ def test_a_decoder_with_lora_trains_on_two_cpu_processes(tiny_csv_module, tiny_d
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
     check_run(out, log, single, 60)
+
+
+def test_a_retriever_trains_on_two_cpu_processes(tiny_bert, tmp_path):
+    """Queries against a catalogue, data-parallel: each process embeds its share of the catalogue
+    and of the validation queries, gathered whole; every query is ranked against every item."""
+    data = tiny_data("eedi-mining-misconceptions-in-mathematics", tmp_path / "d", 24)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(free_port()), "-m", "utils.train", "--competition",
+           "eedi-mining-misconceptions-in-mathematics", "--train-csv", str(data / "train.csv"), "--out", str(out),
+           "--model", tiny_bert, "--folds", "2", "--epochs", "1", "--batch-size", "4", "--max-len", "32",
+           "--pooling", "mean", "--no-progress"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    oof = pd.read_csv(out / "oof.csv", dtype=str)
+    assert len(oof) == 24 and oof["id"].is_unique
+    assert all(len(c.split()) == 30 and len(set(c.split())) == 30 for c in oof["candidates"])  # every item, once
+    assert "2 process(es)" in log and "valid map@25" in log

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from .batching import Collator, TextDataset, sorted_batches
+from .batching import Batches, Collator, TextDataset, deal_evenly, sorted_batches
 from .metrics import METRICS
 from .objective import objective_of
 from .search import similarities
@@ -75,8 +75,9 @@ class TextRows:
         n)` embeds another loader's rows (the catalogue)."""
         return rows
 
-    def loaders(self, data, eval_batch_size: int, tokenizer) -> dict:
-        """Loaders besides the training and validation ones, e.g. {"items": the catalogue}."""
+    def loaders(self, data, eval_batch_size: int, tokenizer, processes: int = 1) -> dict:
+        """Loaders besides the training and validation ones, e.g. {"items": the catalogue}, dealt
+        to `processes` as the validation rows are (every process at least one batch)."""
         return {}
 
     def figures(self, comp, data, pred: np.ndarray) -> dict:
@@ -191,10 +192,10 @@ class CatalogueRows(TextRows):
         return QueryCollator(tokenizer.pad_token_id or 0, data.items_ds, data.negatives, self.hard_negatives, seed,
                              target_dtype, tokenizer.padding_side)
 
-    def loaders(self, data, eval_batch_size: int, tokenizer) -> dict:
+    def loaders(self, data, eval_batch_size: int, tokenizer, processes: int = 1) -> dict:
         collate = Collator(tokenizer.pad_token_id or 0, 8, torch.long, tokenizer.padding_side)
-        return {"items": DataLoader(data.items_ds, batch_sampler=sorted_batches(data.items_ds.lengths, eval_batch_size),
-                                    collate_fn=collate)}
+        batches = Batches(deal_evenly(sorted_batches(data.items_ds.lengths, eval_batch_size), processes))
+        return {"items": DataLoader(data.items_ds, batch_sampler=batches, collate_fn=collate)}
 
     def blank(self, inputs) -> np.ndarray:
         return np.zeros(len(inputs), dtype=bool)  # a blank query still ranks the items (no mean to give)

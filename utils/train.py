@@ -444,7 +444,7 @@ def fold_batches(cfg: TrainConfig, comp: Competition, data: FoldData, fold: int,
                        collate_fn=shape.eval_collator(data.tokenizer, dtype))
     phases = ["pseudo"] * (cfg.pseudo_epochs if data.pseudo_ds is not None else 0) + ["labelled"] * cfg.epochs
     return {"loaders": loaders, "samplers": samplers, "valid": valid, "phases": phases,
-            "extra": shape.loaders(data, cfg.eval_batch_size, data.tokenizer)}
+            "extra": shape.loaders(data, cfg.eval_batch_size, data.tokenizer, accelerator.num_processes)}
 
 
 def fold_optimisation(cfg: TrainConfig, comp: Competition, data: FoldData, model, fold: int, accelerator,
