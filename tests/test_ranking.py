@@ -378,3 +378,26 @@ def test_the_training_notebook_trains_a_ranking_and_shows_its_curves(slug, tmp_p
     config = json.loads((run / "config.json").read_text())
     assert (config.get("temperature"), config.get("hard_negatives")) == ((0.1, 2) if slug == EEDI else (None, None))
     assert (run / "figures" / "learning_curves.png").is_file() and not list((run / "figures").glob("oof_scatter*"))
+
+
+def test_option_order_cannot_change_a_multiple_choice_answer(tiny_bert):
+    """Each (prompt, option) pair is scored alone and the scores compared after: permuting the
+    options permutes the scores, nothing else (test-time permutation has nothing to average)."""
+    from utils.fold import ModelSpec
+    from utils.model import TextModel, load_tokenizer
+    from utils.predict import predict_model
+    from utils.shapes import OptionRows
+
+    comp = BUILTIN[SCIENCE]
+    rng = np.random.default_rng(0)
+    words = ["the cat", "sat on", "a mat", "dog ran", "home sun", "birds sing"]
+    df = pd.DataFrame({"prompt": ["what sat on the mat", "who sings"], **{x: rng.choice(words, 2) for x in "ABCDE"}})
+    model = TextModel.from_backbone(tiny_bert, ModelSpec(pooling="mean", num_outputs=1, task="multiple_choice"))
+    tok, shape = load_tokenizer(tiny_bert), OptionRows()
+    order = [3, 0, 4, 1, 2]
+    permuted = df.copy()
+    for x, j in zip("ABCDE", order):
+        permuted[x] = df["ABCDE"[j]]
+    a = predict_model(model.eval(), tok, shape.inputs(comp, df), 32, shape=shape)
+    b = predict_model(model, tok, shape.inputs(comp, permuted), 32, shape=shape)
+    assert np.allclose(a[:, order], b, atol=1e-5)
