@@ -401,3 +401,26 @@ def test_option_order_cannot_change_a_multiple_choice_answer(tiny_bert):
     a = predict_model(model.eval(), tok, shape.inputs(comp, df), 32, shape=shape)
     b = predict_model(model, tok, shape.inputs(comp, permuted), 32, shape=shape)
     assert np.allclose(a[:, order], b, atol=1e-5)
+
+
+@pytest.mark.versions
+@pytest.mark.parametrize("slug", [EEDI, SCIENCE])
+def test_a_decoder_with_lora_retrieves_and_answers_options(slug, tmp_path, tiny_decoders):
+    """The last real token of a decoder with LoRA as the embedding (retrieval) or the option's
+    score (multiple choice): trained, saved with its adapters only, and submitted."""
+    from helpers import LORA
+
+    from utils import predict
+    from utils.train import run_cv
+
+    data = tiny_data(slug, tmp_path / "d", 24)
+    comp = load_competition(slug)
+    run_cv(cfg_for(data / comp.train_file, tmp_path / "run", tiny_decoders["qwen2"], competition=slug, max_steps=2,
+                   max_len=32, **LORA))
+    saved = json.loads((tmp_path / "run" / "fold0" / "kit_config.json").read_text())
+    assert saved["model"]["lora_r"] == 4 and saved["model"]["pooling"] == "last"
+    out = tmp_path / "s.csv"
+    assert predict.main(["--test-csv", str(data / comp.test_file), "--runs", str(tmp_path / "run"), "--out",
+                         str(out)]) == 0
+    sub = pd.read_csv(out, dtype=str)
+    assert all(len(a.split()) == comp.answer_k for a in sub[comp.answer_column])
