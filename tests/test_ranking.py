@@ -424,3 +424,55 @@ def test_a_decoder_with_lora_retrieves_and_answers_options(slug, tmp_path, tiny_
                          str(out)]) == 0
     sub = pd.read_csv(out, dtype=str)
     assert all(len(a.split()) == comp.answer_k for a in sub[comp.answer_column])
+
+
+@pytest.mark.versions
+def test_a_reranker_trains_on_out_of_fold_candidates_and_its_cv_is_the_final_rankings(tmp_path, tiny_bert, capsys):
+    """The retriever's out-of-fold top N as a multiple choice: a query whose true item is not among
+    them is never trained on and scores 0; the reranker's CV is MAP@k of the final order (its own
+    over the top N, then the retriever's); the submission retrieves then reranks."""
+    from utils import rerank
+    from utils.runs import read_oof
+    from utils.train import run_cv
+
+    data, comp, _, _ = _train(tmp_path, tiny_bert, EEDI)
+    assert rerank.main(["build", "--retriever", str(tmp_path / "run"), "--data", str(data), "--candidates", "25",
+                        "--out", str(tmp_path / "rr")]) == 0
+    table = pd.read_csv(tmp_path / "rr" / "rerank_train.csv", dtype=str)
+    oof = read_oof(tmp_path / "run").frame.set_index("id")
+    truth = read_table(comp, data).set_index("QuestionId_Answer")["MisconceptionId"]
+    for _, row in table.iterrows():  # the retriever's out-of-fold top 25, the true one named when there
+        cands = str(oof.loc[row["id"], "candidates"]).split()[:25]
+        assert row["candidate_ids"].split() == cands
+        assert row["answer"] == (f"c{cands.index(truth[row['id']])}" if truth[row["id"]] in cands else "none")
+    assert (table["answer"] == "none").any() and (table["answer"] != "none").any()
+    folds = pd.read_csv(tmp_path / "rr" / "folds.csv", dtype=str)
+    assert folds.equals(pd.read_csv(tmp_path / "run" / "folds.csv", dtype=str))  # the retriever's folds
+
+    rr = tmp_path / "rr"
+    metrics = run_cv(cfg_for(rr / "rerank_train.csv", tmp_path / "rerank", tiny_bert,
+                             competition=str(rr / "competition.json"), max_steps=2, max_len=32, pooling="mean"))
+    out = read_oof(tmp_path / "rerank")
+    y, p = out.objective.oof_arrays(out.frame, ("answer",))
+    assert (y == -1).sum() == (table["answer"] == "none").sum()
+    expect = np.mean([1 / (1 + list(np.argsort(-pi, kind="stable")).index(t)) if t >= 0 else 0.0
+                      for t, pi in zip(y, p)])  # one true item: 1/rank, 0 when not among the candidates
+    assert metrics["cv"] == pytest.approx(expect)
+    history = json.loads((tmp_path / "rerank" / "fold0" / "history.json").read_text())
+    assert history["n_train"] == int(((folds.set_index("id").loc[table["id"], "fold"] != "0").to_numpy()
+                                      & (table["answer"] != "none").to_numpy()).sum())
+
+    sub = tmp_path / "s.csv"
+    assert rerank.main(["predict", "--retriever", str(tmp_path / "run"), "--reranker", str(tmp_path / "rerank"),
+                        "--test-csv", str(data / "test.csv"), "--out", str(sub)]) == 0
+    got = pd.read_csv(sub, dtype=str)
+    assert got["QuestionId_Answer"].tolist() == ["1869_B", "1869_C", "1869_D"]
+    assert all(len(set(a.split())) == 25 for a in got["MisconceptionId"])
+
+
+def test_the_final_order_is_the_rerankers_over_the_top_n_then_the_retrievers():
+    from utils.rerank import rerank
+
+    retriever = np.array([[0.9, 0.8, 0.7, 0.6, 0.5]])
+    final = rerank(retriever, np.array([[0.1, 0.7, 0.2]]), 3)  # the reranker prefers item 1, then 2, then 0
+    assert list(np.argsort(-final[0], kind="stable")) == [1, 2, 0, 3, 4]

@@ -85,6 +85,8 @@ class Competition:
     options: tuple = ()  # multiple_choice: the columns holding a row's options; the target names one
     answer_k: int = 0  # how many answers a ranking submission lists, best first (MAP@answer_k)
     answer_col: str = ""  # the submission's column for a ranking; "" = the target column
+    no_answer: str = ""  # multiple_choice: the label of a row none of whose options is right (never trained
+    #   on, scored 0: a reranker's candidates that miss the true item)
     reshape: str = ""  # the train/test tables into model rows first: a utils.reshape built-in or yours
     reshape_file: str = ""  # a Python file beside this description defining reshape(df, split)
     reshape_code: str = ""  # that file's source, filled in when read: the description carries it
@@ -208,6 +210,8 @@ class Competition:
                     f"{len(self.options)}")
         elif self.options:
             bad("options", f"option columns are for task multiple_choice, not {self.task}")
+        if self.no_answer and (self.task != "multiple_choice" or self.no_answer in self.options):
+            bad("no_answer", "the label of a multiple-choice row that no option answers, not an option itself")
         if self.answer_col and not (ranking or self.submission == "ranking"):
             bad("answer_col", "answer_col names a ranking's submission column")
 

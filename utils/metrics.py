@@ -117,12 +117,15 @@ def top_k(scores, k: int) -> np.ndarray:
 
 
 def _relevant(y, n: int, c: int) -> np.ndarray:
-    """The truth as an (N, candidates) boolean matrix: from (N,) indices, or an (N, C) 0/1 one."""
+    """The truth as an (N, candidates) boolean matrix: from (N,) indices (-1: no candidate of the
+    row is a true item, e.g. a reranker's candidates that miss it: the row scores 0), or an (N, C)
+    0/1 one."""
     y = np.asarray(y)
     if y.ndim == 2 and y.shape == (n, c):
         return y.astype(bool)
+    y = np.ravel(y).astype(int)
     rel = np.zeros((n, c), dtype=bool)
-    rel[np.arange(n), np.ravel(y).astype(int)] = True
+    rel[np.flatnonzero(y >= 0), y[y >= 0]] = True
     return rel
 
 

@@ -121,6 +121,11 @@ class Objective:
         """The truth a metric scores: class ids, or the target columns (no extra ones)."""
         return y[:, :n_targets]
 
+    def trainable(self, y: np.ndarray) -> np.ndarray:
+        """(N,) bool: the rows a model can learn from (all, but a multiple-choice row that no option
+        answers: it is validated, scoring 0, never trained on)."""
+        return np.ones(len(y), dtype=bool)
+
     def sample(self, comp, rows: int = 16) -> tuple[np.ndarray, np.ndarray]:
         """Made-up (truth, predictions (rows, outputs)) of the shapes training scores for the
         competition `comp`, ordinary ones (every class or label present, predictions near the
@@ -437,11 +442,32 @@ class MultipleChoice(Classification):
     def num_outputs(self, target_cols, labels, num_labels: int = 0):
         return 1  # one score per (text, option) sequence; a row's K scores are its outputs
 
+    def target_mean(self, y, n_targets, n_out):
+        return np.zeros(0)  # nothing to predict a blank row as: a row's options are always read
+
     def head_bias(self, mean):
         return np.zeros(1)  # a bias every option shares cancels in the softmax
 
     def targets(self, df, target_cols, labels, extra_cols=()):
-        return df[target_cols[0]].astype(str).map({str(v): i for i, v in enumerate(labels)}).to_numpy()
+        """The true option's index; -1 for a row none of whose options is right (no_answer)."""
+        index = {str(v): i for i, v in enumerate(labels)}
+        return df[target_cols[0]].map(label_text).map(index).fillna(-1).astype(int).to_numpy()
+
+    def trainable(self, y):
+        return np.asarray(y) >= 0
+
+    def own_scores(self, y, pred, target_cols):
+        """Log-loss and accuracy of the rows an option answers (a row none answers has no true
+        option to score: MAP@k counts it 0)."""
+        ok = np.asarray(y) >= 0
+        out = {name: METRICS[name].score(np.asarray(y)[ok], pred[ok]) if ok.any() else float("nan")
+               for name in self.own_metrics}
+        return {"score": out["log_loss"], **out}
+
+    def oof_arrays(self, oof, target_cols):
+        labels = self.oof_labels(oof.columns)
+        truth = oof[target_cols[0]].map(label_text).map({lab: i for i, lab in enumerate(labels)})
+        return truth.fillna(-1).astype(int).to_numpy(), oof[[f"prob_{lab}" for lab in labels]].to_numpy()
 
     def sample(self, comp, rows=16):
         rng = np.random.default_rng(0)

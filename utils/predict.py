@@ -163,7 +163,8 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
         if usable:
             p[~blank] = rows
         # Runs saved before the mean was recorded: the mean prediction of the usable rows.
-        p[blank] = record.target_mean or (p[~blank].mean(0) if usable else 0.0)
+        if blank.any():
+            p[blank] = record.target_mean or (p[~blank].mean(0) if usable else 0.0)
         out[int(folder.name[4:])] = p
         del models, loaded
     return out

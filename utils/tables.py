@@ -125,7 +125,7 @@ def check_labels(comp: Competition, df: pd.DataFrame, name: str, folder=None) ->
     col, kind = comp.target_cols[0], objective_of(comp).kind
     if kind == "options":  # the answer names one of the row's option columns
         text = df[col].map(label_text)
-        bad = ~text.isin(comp.options).to_numpy()
+        bad = ~text.isin([*comp.options, *([comp.no_answer] if comp.no_answer else [])]).to_numpy()
         if bad.any():
             raise DataError(f"{name}: column {col!r} holds {text[bad].iloc[0]!r}, not one of the options "
                             f"{', '.join(comp.options)}, at {_rows(df, bad, comp.id_col)}")

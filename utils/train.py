@@ -368,6 +368,7 @@ def fold_data(cfg: TrainConfig, comp, df: pd.DataFrame, folds: np.ndarray, fold:
     labels = class_labels(cfg, comp, df)
     y = targets_of(cfg, comp, df, labels)
     tr, va = np.flatnonzero(folds != fold), np.flatnonzero(folds == fold)
+    tr = tr[obj.trainable(y[tr])]  # e.g. a reranker's row whose candidates miss the true item: validated only
     tokenizer = load_tokenizer(cfg.model)
     texts = shape.inputs(comp, df)
     train_texts, train_y, weights, pseudo_ds, p_texts = [texts[i] for i in tr], y[tr], None, None, []

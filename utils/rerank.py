@@ -1,0 +1,168 @@
+"""A reranker over a retriever's candidates: each (query, candidate) pair through the kit's model
+(an encoder, or a decoder with LoRA), the candidates of a query compared with each other. It is a
+multiple-choice scorer whose options are the retriever's top N items for the query:
+
+    python -m utils.rerank build --retriever runs/eedi-minilm --data DATA --candidates 25 --out rr/
+    python -m utils.train --competition rr/competition.json --train-csv rr/rerank_train.csv \
+        --model MODEL --out runs/eedi-rerank ...
+    python -m utils.rerank predict --retriever runs/eedi-minilm --reranker runs/eedi-rerank \
+        --test-csv DATA/test.csv --out submission.csv
+
+Honest end to end: a training query's candidates are the retriever's out-of-fold ones (the
+`candidates` of its out-of-fold file: models that never trained on it), so training sees the
+candidates test time sees; the reranker trains on the retriever's own folds, so a query's rerank
+score comes from a model that never trained on it either. A query whose true item is not among its N candidates is
+never trained on and is validated all the same, scoring 0 (`no_answer`): with N >= answer_k the
+reranker's CV is the MAP@k of the final ranking (the reranker's order over the top N, then the
+retriever's, past rank k).
+
+Light: pandas; torch only when predicting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .cli import HelpFormatter, cli_error, first_paragraph
+from .competition import SEP, Competition
+from .data import DataError
+from .files import write_csv
+from .metrics import top_k
+from .runs import FOLDS, read_folds, read_oof, run_competition
+from .tables import read_catalogue, read_split, read_table
+
+TRAIN, DESCRIPTION = "rerank_train.csv", "competition.json"
+NO_ANSWER = "none"
+
+
+def option_names(n: int) -> tuple:
+    return tuple(f"c{j}" for j in range(n))
+
+
+def description(comp: Competition, n: int) -> Competition:
+    """The reranker's competition: a multiple choice among a query's N candidates, answered with
+    the retriever's competition's answer_k, folds from the retriever's folds.csv."""
+    if n < comp.answer_k:
+        raise ValueError(f"--candidates {n} is fewer than the {comp.answer_k} answers a row lists (answer_k): "
+                         f"rerank at least {comp.answer_k}")
+    return Competition(slug=comp.slug, title=f"{comp.title or comp.slug}: reranking", id_col="id",
+                       text_cols=("query",), options=option_names(n), target_cols=("answer",),
+                       task="multiple_choice", answer_k=comp.answer_k, no_answer=NO_ANSWER, train_file=TRAIN,
+                       folds="file", folds_file=FOLDS, short_name=f"{comp.kit_name[:-4]}-rerank")
+
+
+def table(queries, candidates, items: pd.DataFrame, n: int, truth=None, ids=None) -> pd.DataFrame:
+    """A row per query: its text, its top-n candidates' texts (c0..) and ids, and, given the truth,
+    which candidate is the true item (NO_ANSWER when none is)."""
+    text = dict(zip(items["id"], items["text"]))
+    top = [list(c)[:n] for c in candidates]
+    short = [i for i, c in enumerate(top) if len(c) < n]
+    if short:
+        raise DataError(f"query {short[0]} has {len(top[short[0]])} candidates, fewer than {n}: retrieve more")
+    out = pd.DataFrame({"id": ids if ids is not None else range(len(top)),
+                        "query": [str(q).replace(SEP, " | ") for q in queries]})
+    for j, name in enumerate(option_names(n)):
+        out[name] = [text[c[j]] for c in top]
+    out["candidate_ids"] = [" ".join(c) for c in top]
+    if truth is not None:
+        out["answer"] = [f"c{c.index(t)}" if t in c else NO_ANSWER for c, t in zip(top, map(str, truth))]
+    return out
+
+
+def build(retriever, data_dir, n: int, out) -> dict:
+    """The reranker's training table, folds and description in `out`, from a retriever run whose
+    every fold is finished (each training query then has out-of-fold candidates)."""
+    retriever, out = Path(retriever), Path(out)
+    comp = run_competition(retriever)
+    if not comp.catalogue:
+        raise DataError(f"{retriever} is not a retriever run (its competition {comp.slug} has no catalogue)")
+    oof = read_oof(retriever).frame.set_index("id")
+    train = read_table(comp, data_dir)
+    ids = train[comp.id_col].astype(str)
+    missing = ~ids.isin(oof.index)
+    if missing.any():
+        raise DataError(f"{retriever}: {int(missing.sum())} training queries have no out-of-fold candidates (e.g. "
+                        f"{ids[missing].iloc[0]!r}): finish every fold of the retriever first")
+    desc = description(comp, n)
+    cands = [str(c).split() for c in oof.loc[ids, "candidates"]]
+    frame = table(comp.input_texts(train), cands, read_catalogue(comp, data_dir), n,
+                  train[comp.target_cols[0]].astype(str), ids.to_numpy())
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / TRAIN, frame)
+    folds = read_folds(retriever)
+    write_csv(out / FOLDS, pd.DataFrame({"id": folds.index.astype(str), "fold": folds.to_numpy()}))
+    desc.save(out / DESCRIPTION)
+    found = float(np.mean(frame["answer"] != NO_ANSWER))
+    return {"rows": len(frame), "true_item_in_candidates": found, "description": str(out / DESCRIPTION)}
+
+
+def rerank(retriever_scores: np.ndarray, reranker_probs: np.ndarray, n: int) -> np.ndarray:
+    """(rows, items) scores whose order is the reranker's over each row's top n items of the
+    retriever, then the retriever's for the rest."""
+    top = top_k(retriever_scores, n)
+    out = np.argsort(np.argsort(-retriever_scores, axis=1, kind="stable"), axis=1).astype(float)
+    out = -out  # the retriever's order, as scores
+    rows = np.arange(len(top))[:, None]
+    out[rows, top] = 1e9 + reranker_probs  # the top n above every other item, in the reranker's order
+    return out
+
+
+def predict(retriever, reranker, test_csv, out, n: int | None = None, **kw) -> pd.DataFrame:
+    """The submission: the retriever ranks the catalogue beside the test file, the reranker
+    reorders each row's top n; written in the sample submission's rows and column."""
+    from .predict import check_sample, predict_run, write_submission  # torch: only when predicting
+    from .shapes import shape_of  # torch too
+
+    comp, rr = run_competition(retriever), run_competition(reranker)
+    n = n or len(rr.options)
+    test = read_split(comp, test_csv, "test", blank="ranked all the same")
+    items = read_catalogue(comp, Path(test_csv).parent)
+    scores = predict_run(retriever, shape_of(comp).inputs(comp, test), items=items["text"].tolist(), **kw)
+    scores = np.asarray(scores).reshape(len(test), -1)
+    ids = np.asarray(items["id"])
+    cands = [list(ids[r]) for r in np.argsort(-scores, axis=1, kind="stable")[:, :n]]
+    rows = table(comp.input_texts(test), cands, items, n)
+    probs = np.asarray(predict_run(reranker, shape_of(rr).inputs(rr, rows), **kw)).reshape(len(test), n)
+    final = rerank(scores, probs, n)
+    sample = check_sample(Path(test_csv).parent / comp.sample_submission)
+    return write_submission(out, test, final, comp, {"target_names": list(ids)}, None, sample)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m utils.rerank", description=first_paragraph(__doc__),
+                                formatter_class=HelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="the reranker's training table from a retriever's out-of-fold candidates",
+                       formatter_class=HelpFormatter)
+    b.add_argument("--retriever", required=True, help="a retriever run folder, every fold finished")
+    b.add_argument("--data", required=True, help="the competition's folder (train file, catalogue)")
+    b.add_argument("--candidates", type=int, default=25, help="the top N candidates reranked per query")
+    b.add_argument("--out", required=True, help=f"folder for {TRAIN}, {FOLDS} and {DESCRIPTION}")
+    q = sub.add_parser("predict", help="the submission: retrieve, then rerank each row's top N",
+                       formatter_class=HelpFormatter)
+    q.add_argument("--retriever", required=True, help="the retriever run folder")
+    q.add_argument("--reranker", required=True, help="the reranker run folder")
+    q.add_argument("--test-csv", required=True, help="the competition's test file (its catalogue and sample beside it)")
+    q.add_argument("--out", default="submission.csv", help="the submission to write")
+    a = p.parse_args(argv)
+    try:
+        if a.cmd == "build":
+            r = build(a.retriever, a.data, a.candidates, a.out)
+            print(f"{r['rows']} queries; the true item is among the top {a.candidates} candidates of "
+                  f"{r['true_item_in_candidates']:.1%}; train with --competition {r['description']} "
+                  f"--train-csv {Path(a.out) / TRAIN}")
+        else:
+            sub_ = predict(a.retriever, a.reranker, a.test_csv, a.out, progress=False)
+            print(f"wrote {a.out} ({len(sub_)} rows)")
+    except (DataError, ValueError, OSError) as e:
+        return cli_error(e)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
