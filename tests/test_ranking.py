@@ -476,3 +476,12 @@ def test_the_final_order_is_the_rerankers_over_the_top_n_then_the_retrievers():
     retriever = np.array([[0.9, 0.8, 0.7, 0.6, 0.5]])
     final = rerank(retriever, np.array([[0.1, 0.7, 0.2]]), 3)  # the reranker prefers item 1, then 2, then 0
     assert list(np.argsort(-final[0], kind="stable")) == [1, 2, 0, 3, 4]
+
+
+def test_pseudo_labels_of_a_ranking_are_refused_in_one_line():
+    from utils.pseudo import check_not_ranking
+
+    with pytest.raises(DataError) as e:
+        check_not_ranking(BUILTIN[SCIENCE])
+    one_line(e.value, "kaggle-llm-science-exam answers a ranking", "not yet for rankings")
+    check_not_ranking(BUILTIN["nlp-getting-started"])  # a classifier's are made

@@ -80,6 +80,14 @@ def check_max_std(runs, max_std) -> None:
                         "k's validation rows (one run has one fold-k model, so no spread)")
 
 
+def check_not_ranking(comp) -> None:
+    """Pseudo-labels are values, class or label probabilities: a ranking (retrieval, multiple
+    choice) has none yet, refused in one line before any model loads."""
+    if comp.ranking:
+        raise DataError(f"{comp.slug} answers a ranking ({comp.task}): pseudo-labels are made for values, classes "
+                        "and labels only, not yet for rankings")
+
+
 def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, fold_weights: dict | None = None,
                 max_std: float | None = None, comp=None, base_model: str | None = None) -> pd.DataFrame:
     """The id column, the text columns, O_fold{k}, O_std_fold{k}, O, O_std per output O, for `texts` (ids
@@ -95,6 +103,7 @@ def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, 
     names = check_teachers(runs)
     check_max_std(runs, max_std)
     comp = comp or run_competition(runs[0])
+    check_not_ranking(comp)
     values = comp.input_texts(texts)
     per_run = [predict_folds(run, values, progress=progress, base_model=base_model) for run in runs]
     out = pd.DataFrame({comp.id_col: texts[comp.id_col].astype(str).to_numpy()})  # as the test file
@@ -169,6 +178,7 @@ def main(argv=None) -> int:
         folds, fingerprint = teachers_folds(args.runs)
         names = check_teachers(args.runs)
         comp = run_competition(args.runs[0])
+        check_not_ranking(comp)
         run_names(args.runs)
         weights, fold_weights = blend_weights(args.blend, args.runs) if args.blend else (None, None)
         if args.blend and fold_weights is None:
