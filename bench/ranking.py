@@ -105,7 +105,8 @@ def eedi_zero(data: str) -> dict:
             "minutes": (time.time() - t0) / 60}
 
 
-def eedi_kit(data: str, epochs: int, pooling: str = "mean", hard_negatives: int = 1) -> dict:
+def eedi_kit(data: str, epochs: int, pooling: str = "mean", hard_negatives: int = 1, lr: float = RECIPE["lr"],
+             fit: str = "") -> dict:
     from utils.config import TrainConfig
     from utils.runs import read_oof
     from utils.train import run_cv
@@ -115,7 +116,7 @@ def eedi_kit(data: str, epochs: int, pooling: str = "mean", hard_negatives: int 
     out = Path(tempfile.mkdtemp(prefix="eedi-", dir=ROOT / "runs"))
     cfg = TrainConfig(train_csv=str(Path(data) / "train.csv"), out=str(out), model=minilm(), competition=EEDI,
                       only_folds=(0,), epochs=epochs, eval_every=10_000, progress=False, pooling=pooling,
-                      hard_negatives=hard_negatives, **RECIPE)
+                      hard_negatives=hard_negatives, fit=fit, **{**RECIPE, "lr": lr})
     t0 = time.time()
     run_cv(cfg)
     minutes = (time.time() - t0) / 60
@@ -124,7 +125,8 @@ def eedi_kit(data: str, epochs: int, pooling: str = "mean", hard_negatives: int 
     ids = run.frame["id"].astype(str).to_numpy()
     _, df, _ = fold0(EEDI, data)
     seen_by_id = dict(zip(df[comp.id_col].astype(str), seen))
-    return {"arm": f"the kit's retriever ({pooling} pooling, {hard_negatives} mined negative(s) per query)",
+    recipe = f", lr {lr:g}" + (f", fit {fit}" if fit else "") if (lr, fit) != (RECIPE["lr"], "") else ""
+    return {"arm": f"the kit's retriever ({pooling} pooling, {hard_negatives} mined negative(s) per query{recipe})",
             **figures(oof_truth, scores, np.array([seen_by_id[i] for i in ids])), "minutes": minutes,
             "epochs": epochs, "run": str(out.relative_to(ROOT))}
 
@@ -293,6 +295,8 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--pooling", default="mean")
     p.add_argument("--hard-negatives", type=int, default=1)
+    p.add_argument("--lr", type=float, default=RECIPE["lr"], help="eedi-kit: the encoder's learning rate")
+    p.add_argument("--fit", default="", help="eedi-kit: how a long query is cut (head_tail keeps its end: the answers)")
     p.add_argument("--table", action="store_true")
     a = p.parse_args()
     if a.table or not a.arm:
@@ -301,7 +305,7 @@ def main() -> None:
     if a.arm == "eedi-zero":
         save("eedi", {**eedi_zero(a.data), "epochs": 0})
     elif a.arm == "eedi-kit":
-        save("eedi", eedi_kit(a.data, a.epochs, a.pooling, a.hard_negatives))
+        save("eedi", eedi_kit(a.data, a.epochs, a.pooling, a.hard_negatives, a.lr, a.fit))
     elif a.arm == "eedi-st":
         save("eedi", eedi_st(a.data, a.epochs))
     elif a.arm == "science-baselines":
