@@ -764,6 +764,7 @@ def plot_scores(scores: dict, metric: str, greater_is_better: bool, title: str =
     return fig
 
 
+@styled
 def ranking_figures(comp, facts: dict) -> dict:
     """{PNG file name: figure} of a ranking competition's training rows (utils.eda.ranking_facts):
     a catalogue's rows per tagged item and unseen share per fold, beside the lengths of queries
