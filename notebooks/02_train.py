@@ -61,7 +61,7 @@ num_processes = 1  # 2 on Kaggle's "GPU T4 x2": data-parallel through accelerate
 pseudo_csv = ""  # pseudo-labels from notebook 5 (same folds): every fold's training side gains them
 pseudo_weight = 1.0  # loss weight of a pseudo row when mixed with the real rows
 pseudo_epochs = 0  # >0: first this many epochs on the pseudo rows alone, then the real rows
-temperature = 0.05  # retrieval: contrastive loss: similarities over this (0.05 = sentence-transformers' scale 20)
+temperature = 0.05  # retrieval: contrastive loss: similarities over this (0.05: sentence-transformers' scale 20)
 hard_negatives = 1  # retrieval: negatives per query in each batch, mined by the untrained model (0: in-batch only)
 n_examples = 4  # validation texts shown with their attention weights
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/)

@@ -84,7 +84,7 @@ class TrainConfig:
     precision: str = "auto"  # auto = bf16/fp16 AMP on CUDA, fp32 on CPU; or fp32 | fp16 | bf16
     group_by_length: bool = True  # shuffled batches of similar length (less padding)
     # --- retrieval (a competition with a catalogue) ---
-    temperature: float = 0.05  # contrastive loss: similarities over this (0.05 = sentence-transformers' scale 20)
+    temperature: float = 0.05  # contrastive loss: similarities over this (0.05: sentence-transformers' scale 20)
     hard_negatives: int = 1  # negatives per query in each batch, mined by the untrained model (0: in-batch only)
     # --- pseudo-labels (python -m utils.pseudo) ---
     pseudo_csv: str = ""  # extra rows for every fold's training side; fold k uses its O_fold{k} columns
