@@ -11,7 +11,7 @@ evaluation or checkpoints during training; torch keeps its default thread count.
 
 Check on Eedi (one row per tagged distractor, fold 0 of 5 folds grouped by question is validation), from the root:
 
-    python bench/st_baseline.py --data /work/shared/data/eedi-mining-misconceptions-in-mathematics --epochs 1
+    python bench/st_baseline.py --data DIR --epochs 1      # DIR: the competition's folder
 """
 
 import argparse
