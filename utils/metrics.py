@@ -300,6 +300,17 @@ METRICS = _Registry(
 BUILTIN_METRICS = tuple(METRICS)
 
 
+def run_source(code: str, source: str, module: str) -> dict:
+    """The names a file of one's own defines (a description's metric or reshape file), run as
+    module `module`; a ValueError, one line naming `source`, on any error in it."""
+    scope: dict = {"__name__": module}
+    try:
+        exec(compile(code, source, "exec"), scope)  # noqa: S102 (the user's own file)
+    except Exception as e:  # noqa: BLE001 (any error in the user's file, named)
+        raise ValueError(f"{source} cannot be run: {type(e).__name__}: {e}") from None
+    return scope
+
+
 def register_code(code: str, name: str, source: str = "metric_file") -> Metric:
     """Run a metric file's source (a competition's metric of its own) and register the Metric it
     defines called `name` in METRICS, where every part of the kit finds it. The file is Python that
@@ -314,11 +325,7 @@ def register_code(code: str, name: str, source: str = "metric_file") -> Metric:
     Registering the same name again replaces it (the file was edited); a built-in's name is refused."""
     if name in BUILTIN_METRICS or re.fullmatch(r"(map|recall)@[0-9]+", str(name)):
         raise ValueError(f"{source}: {name!r} is a built-in metric; give yours another name")
-    scope: dict = {"__name__": f"competition_metric_{name}"}
-    try:
-        exec(compile(code, source, "exec"), scope)  # noqa: S102 (the user's own metric)
-    except Exception as e:  # noqa: BLE001 (any error in the user's file, named)
-        raise ValueError(f"{source} cannot be run: {type(e).__name__}: {e}") from None
+    scope = run_source(code, source, f"competition_metric_{name}")
     found = [v for v in scope.values() if isinstance(v, Metric)]
     mine = [m for m in found if m.name == name]
     if not mine:

@@ -21,6 +21,7 @@ from typing import Callable
 import pandas as pd
 
 from .data import DataError
+from .metrics import run_source
 
 LETTERS = ("A", "B", "C", "D")
 
@@ -74,12 +75,7 @@ def register_code(code: str, name: str, source: str = "reshape_file") -> Callabl
     description's field), where read_split finds it; one line naming the file on any error."""
     if name in BUILTIN_RESHAPES:
         raise ValueError(f"{source}: {name!r} is a built-in reshape; give yours another name")
-    scope: dict = {"__name__": f"competition_reshape_{name}"}
-    try:
-        exec(compile(code, source, "exec"), scope)  # noqa: S102 (the user's own reshape)
-    except Exception as e:  # noqa: BLE001 (any error in the user's file, named)
-        raise ValueError(f"{source} cannot be run: {type(e).__name__}: {e}") from None
-    fn = scope.get("reshape")
+    fn = run_source(code, source, f"competition_reshape_{name}").get("reshape")
     if not callable(fn):
         raise ValueError(f"{source} defines no function reshape(df, split)")
     RESHAPES[name] = fn
