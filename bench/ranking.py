@@ -295,7 +295,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--pooling", default="mean")
     p.add_argument("--hard-negatives", type=int, default=1)
-    p.add_argument("--lr", type=float, default=RECIPE["lr"], help="eedi-kit: the encoder's learning rate")
+    p.add_argument("--lr", type=float, default=RECIPE["lr"], help="eedi-kit, science-kit: the encoder's learning rate")
     p.add_argument("--fit", default="", help="eedi-kit: how a long query is cut (head_tail keeps its end: the answers)")
     p.add_argument("--table", action="store_true")
     a = p.parse_args()
@@ -312,7 +312,7 @@ def main() -> None:
         for r in science_baselines(a.data):
             save("science", r)
     elif a.arm == "science-kit":
-        save("science", science_kit(a.data, a.epochs, a.pooling))
+        save("science", science_kit(a.data, a.epochs, a.pooling, lr=a.lr))
     else:
         save("scaling", scaling(a.data or ""), by="")
     print(table())

@@ -27,6 +27,10 @@
 # too, as a Kaggle Model or a dataset (the bundle's `--base-model-source` attaches it). Each fold
 # finds it under the input by itself, by name or by content, and checks it is the one it was
 # trained on; `base_model` gives its folder instead.
+#
+# A ranking competition with a catalogue (Eedi) reads it beside the test file. With a `reranker`
+# (a run of `utils.rerank`, in the models dataset beside its one retriever run) the retriever ranks
+# the catalogue and the reranker reorders each row's top N.
 
 # %% tags=["parameters"]
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
@@ -37,6 +41,7 @@ data_dir = ""  # empty: the competition input (Kaggle) or data/ (local)
 runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
 out_dir = ""  # empty: utils.env.working_dir(), /kaggle/working on Kaggle
 base_model = ""  # a LoRA run's base model folder; empty: as recorded, or an attached Kaggle Model / dataset holding it
+reranker = ""  # a reranker run folder name: reorders the one retriever run's top N; empty: none
 batch_size = 64
 colab_install = "/content/drive/MyDrive/kaggle-text-kit"  # Colab: pip-installed from here
 
@@ -80,14 +85,22 @@ paths = [root / r for r in runs]
 comp = run_competition(paths[0])
 data = env.competition_dir(data_dir, comp.slug)
 out = Path(out_dir) if out_dir else env.working_dir()
-print(f"{comp.title or comp.slug} | runs: {runs} | blend: {blend_json or 'equal weights'} | device:",
+print(f"{comp.title or comp.slug} | runs: {runs} | blend: {blend_json or 'equal weights'} |",
+      f"reranker: {reranker} |" if reranker else "", "device:",
       "cuda" if torch.cuda.is_available() else "cpu")
 
 # %%
 timings = {}
-submission = submit(paths, data / comp.test_file, out / "submission.csv",
-                    blend_json=root / blend_json if blend_json else None, timings=timings,
-                    batch_size=batch_size, base_model=base_model or None)
+if reranker:  # retrieve with the one run, then rerank its top N
+    from utils import rerank
+
+    assert len(paths) == 1 and not blend_json, "a reranker follows one retriever run, unblended"
+    submission = rerank.predict(paths[0], root / reranker, data / comp.test_file, out / "submission.csv",
+                                timings=timings, batch_size=batch_size, base_model=base_model or None)
+else:
+    submission = submit(paths, data / comp.test_file, out / "submission.csv",
+                        blend_json=root / blend_json if blend_json else None, timings=timings,
+                        batch_size=batch_size, base_model=base_model or None)
 display(pd.DataFrame({"seconds": timings}).style.format("{:.1f}"))
 print("wrote", out / "submission.csv", f"({len(submission)} rows: {', '.join(submission.columns)})")
 display(submission.head())

@@ -442,7 +442,7 @@ def base_weights_in(folder: Path, base: Path) -> list:
 
 OWNER = "kituser"
 BASE_HANDLE = f"{OWNER}/tiny-llama/transformers/default/1"  # a Kaggle Model holding a LoRA run's base
-SUB_PARAMS = ("kit_dataset", "models_dataset", "runs", "blend_json", "data_dir", "out_dir")
+SUB_PARAMS = ("kit_dataset", "models_dataset", "runs", "blend_json", "data_dir", "out_dir", "reranker")
 PARAMS = {  # what each notebook's parameters cell declares in these tests
     "01_eda": ("kit_dataset", "data_dir"),
     "02_train": ("kit_dataset", "model_name", "num_processes", "data_dir"),

@@ -411,6 +411,7 @@ def test_kernels_metadata_and_parameters(bundles):
         "blend_json": "blend.json",
         "data_dir": "",
         "out_dir": "",
+        "reranker": "",  # none: the runs' predictions are the submission
     }
     assert kernels["ensemble"]["parameters"] == {
         "kit_dataset": "commonlit-kit-code",

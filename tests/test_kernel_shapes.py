@@ -139,3 +139,46 @@ def test_a_ranking_competitions_offline_kernel_answers_the_samples_rows(slug, tm
     assert list(got.columns) == list(sample.columns) and got[comp.id_col].tolist() == sample[comp.id_col].tolist()
     assert got.equals(want)
     assert all(len(a.split()) == comp.answer_k for a in got[comp.answer_column])
+
+
+def test_a_rerankers_offline_kernel_retrieves_then_reranks(tmp_path, tiny_bert):
+    """Eedi's retriever and a reranker trained on its out-of-fold candidates, bundled together: the
+    submission kernel, offline, writes what utils.rerank writes from the same bundled copies; a
+    reranker is bundled after one retriever only, and only one of that competition."""
+    from utils import rerank
+    from utils.bundle import BundleError
+
+    slug = "eedi-mining-misconceptions-in-mathematics"
+    data = tiny_data(slug, tmp_path / "d", 24)
+    comp = load_competition(slug)
+    run_cv(cfg_for(data / comp.train_file, tmp_path / "retriever", tiny_bert, competition=slug, max_steps=2,
+                   max_len=32, pooling="mean"))
+    assert rerank.main(["build", "--retriever", str(tmp_path / "retriever"), "--data", str(data), "--candidates",
+                        "25", "--out", str(tmp_path / "rr")]) == 0
+    run_cv(cfg_for(tmp_path / "rr" / "rerank_train.csv", tmp_path / "reranker", tiny_bert,
+                   competition=str(tmp_path / "rr" / "competition.json"), max_steps=2, max_len=32, pooling="mean"))
+    spec = dict(owner=OWNER, notebooks=[submission_notebook(tmp_path)], wheels=None)
+    for runs, reranker, why in (([tmp_path / "retriever"] * 2, tmp_path / "reranker", "give one run"),
+                                ([tmp_path / "retriever"], tmp_path / "retriever", "must be folders of other names"),
+                                ([tmp_path / "reranker"], tmp_path / "retriever", "is not a retriever run")):
+        with pytest.raises(BundleError, match=why):
+            build(BundleSpec(runs, out=tmp_path / "refused", reranker=reranker, **spec))
+    out = build(BundleSpec([tmp_path / "retriever"], out=tmp_path / "bundle", reranker=tmp_path / "reranker", **spec))
+    kernel = next(k for k in out["kernels"] if k["role"] == "submission")
+    assert kernel["parameters"]["reranker"] == "reranker" and out["models"]["reranker"] == "reranker"
+    meta = json.loads((Path(kernel["path"]) / "kernel-metadata.json").read_text())
+    inp = tmp_path / "input"
+    input_tree(inp, "new", out, data / comp.test_file, [data / comp.sample_submission, data / comp.catalogue[0]])
+    work = run_offline(Path(kernel["path"]) / meta["code_file"], inp, tmp_path)
+    got = pd.read_csv(work / "submission.csv", dtype=str)
+    models = Path(out["models"]["path"])
+    timings: dict = {}
+    want = rerank.predict(models / "retriever", models / "reranker", data / comp.test_file, tmp_path / "want.csv",
+                          timings=timings, progress=False).astype(str)
+    assert set(timings) == {"retrieve", "rerank"}
+    assert got.equals(want)
+    # Reranked: each row's top 25 hold the retriever's top 25 in the reranker's order.
+    plain = predict.submit([models / "retriever"], data / comp.test_file, tmp_path / "plain.csv", progress=False)
+    for a, b in zip(got[comp.answer_column], plain[comp.answer_column].astype(str)):
+        assert sorted(a.split()[:25]) == sorted(b.split()[:25])
+    assert (got[comp.answer_column] != plain[comp.answer_column].astype(str)).all()  # in another order

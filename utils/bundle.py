@@ -32,6 +32,7 @@ from .ensemble import read_blend as read_blend_json
 from .env import dataset_file_ref
 from .files import WEIGHTS, atomic_dir, fold_dirs, run_names, write_json
 from .fold import first_fold, read_fold
+from .rerank import check_pair
 from .runs import BLEND, RUN_FILES, check_runs, identity, run_competition
 from .wheels import WHEELS_DIR
 
@@ -103,7 +104,7 @@ ROLES = {
     ),
     # The inference kernel of a code competition must run with the internet off.
     "submission": dict(
-        required=("kit_dataset", "models_dataset", "runs", "blend_json", "data_dir", "out_dir"),
+        required=("kit_dataset", "models_dataset", "runs", "blend_json", "data_dir", "out_dir", "reranker"),
         optional=(),
         models=True,
         loads=True,
@@ -368,9 +369,11 @@ def build_models(
     half: bool = True,
     license_name: str = DEFAULT_LICENSE,
     tol: float = FP16_TOL,
+    reranker=None,
 ) -> dict:
     """OUT/<models slug>/: each run's finished folds and summaries, blend.json, metadata; a LoRA
-    run's folds with their adapters only (result['lora_bases']: {run: its base model, not bundled}).
+    run's folds with their adapters only (result['lora_bases']: {run: its base model, not bundled});
+    a `reranker` run (utils.rerank) beside them, result['reranker'] its folder name.
 
     The bundled blend.json records the identities of the bundled copies (fp16 weights, no
     training state: other runs than the trained ones by identity), so the submission kernel's
@@ -387,10 +390,17 @@ def build_models(
         check_runs(runs)
     except (ValueError, OSError) as e:  # one competition, the same outputs, a finished fold each
         raise BundleError(str(e)) from None
+    extra = [Path(reranker)] if reranker else []
+    try:
+        for run in extra:
+            check_runs([run])  # a finished fold
+    except (ValueError, OSError) as e:
+        raise BundleError(str(e)) from None
     info = {"path": str(dest), "id": meta["id"], "runs": names, "max_diff": 0.0,
-            "weights_bytes": 0, "source_weights_bytes": 0, "lora_bases": lora_bases(runs)}
+            "weights_bytes": 0, "source_weights_bytes": 0, "lora_bases": lora_bases([*runs, *extra]),
+            "reranker": extra[0].name if extra else None}
     with atomic_dir(dest) as tmp:
-        for run in runs:
+        for run in [*runs, *extra]:
             sizes = export_run(run, tmp / run.name, half, tol)
             info["max_diff"] = max(info["max_diff"], sizes.pop("max_diff"))
             for k, v in sizes.items():
@@ -560,6 +570,8 @@ class BundleSpec:
     competition: str = ""  # a slug or competition.json (empty: the runs', else CommonLit)
     # LoRA runs' base models, attached to the kernels that load the runs (base_source's forms)
     base_model_sources: tuple = ()
+    # a reranker run (utils.rerank) reordering the one retriever run's top N in the submission
+    reranker: str | Path | None = None
 
     def __post_init__(self):
         # Lists given are kept as tuples: the description stays frozen.
@@ -581,6 +593,7 @@ class BundlePlan:
     joined: tuple = ()  # (OWNER/DATASET, ...) whose tables the competition joins (join_datasets)
     base_models: tuple = ()  # Kaggle Models holding LoRA runs' base models (model_sources)
     base_datasets: tuple = ()  # datasets holding them (dataset_sources)
+    reranker: str = ""  # the reranker run as the submission kernel names it ("": none)
 
 
 def plan_bundle(spec: BundleSpec) -> BundlePlan:
@@ -597,7 +610,20 @@ def plan_bundle(spec: BundleSpec) -> BundlePlan:
     names = [Path(r).as_posix() if spec.kernel_sources else Path(r).name for r in spec.runs]
     if not names:
         raise BundleError("give at least one run folder with --runs")
-    bad = [r for r in names if Path(r).is_absolute() or ".." in Path(r).parts]
+    reranker = ""
+    if spec.reranker:
+        reranker = Path(spec.reranker).as_posix() if spec.kernel_sources else Path(spec.reranker).name
+        if len(names) != 1 or spec.blend:
+            raise BundleError(f"--reranker reorders one retriever's candidates: give one run with --runs, no "
+                              f"--blend (given {len(names)} run(s){', a blend' if spec.blend else ''})")
+        if reranker in names:
+            raise BundleError(f"--reranker {reranker}: the runs and the reranker must be folders of other names")
+        if not spec.kernel_sources:
+            try:
+                check_pair(spec.runs[0], spec.reranker)
+            except (DataError, ValueError, OSError) as e:
+                raise BundleError(str(e)) from None
+    bad = [r for r in [*names, reranker] if r and (Path(r).is_absolute() or ".." in Path(r).parts)]
     if bad:
         raise BundleError(f"--runs {' '.join(bad)}: give paths inside the source kernel's output")
     kernels = []
@@ -617,18 +643,19 @@ def plan_bundle(spec: BundleSpec) -> BundlePlan:
         raise BundleError(f"competition {comp.slug}: {e}") from None
     sources = [base_source(ref) for ref in dict.fromkeys(spec.base_model_sources)]
     if not spec.kernel_sources:  # the runs are here: a LoRA run needs its base, others none
-        bases = lora_bases(spec.runs)
+        loaded = [*spec.runs, *([spec.reranker] if spec.reranker else [])]
+        bases = lora_bases(loaded)
         if bases and not sources:
             run, base = next(iter(bases.items()))
             raise BundleError(f"run {run} was trained with LoRA: its folds hold adapters only, not its base "
                               f"model {base}, which the kernels must attach; give it as --base-model-source "
                               f"{BASE_FORMS}")
-        if sources and not bases and all(fold_dirs(r, required=False) for r in spec.runs):
+        if sources and not bases and all(fold_dirs(r, required=False) for r in loaded):
             raise BundleError(f"--base-model-source {' '.join(spec.base_model_sources)}: no run was trained "
                               "with LoRA (their folds hold whole models); leave it out")
     return BundlePlan(comp, code_slug, models_slug, names, kernels, notebooks, tuple(joined),
                       tuple(ref for kind, ref in sources if kind == "model"),
-                      tuple(ref for kind, ref in sources if kind == "dataset"))
+                      tuple(ref for kind, ref in sources if kind == "dataset"), reranker)
 
 
 def build(spec: BundleSpec) -> dict:
@@ -667,7 +694,7 @@ def build(spec: BundleSpec) -> dict:
     )
     if not spec.kernel_sources:
         result["models"] = build_models(out / p.models_slug, owner, p.models_slug, spec.runs,
-                                        spec.blend, spec.half, spec.license_name, spec.tol)
+                                        spec.blend, spec.half, spec.license_name, spec.tol, spec.reranker)
     # blend_json is relative to the models folder: our blend.json, or (kernel output) its name.
     blend_json = "" if not spec.blend else Path(spec.blend).name if spec.kernel_sources else BLEND
     values = {
@@ -680,6 +707,7 @@ def build(spec: BundleSpec) -> dict:
         "out_dir": "",
         "num_processes": T4_GPUS,
         "competition": p.competition.as_parameter(),
+        "reranker": p.reranker,
     }
     for nb, slug, role in p.notebooks:
         if not nb.is_file():

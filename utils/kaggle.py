@@ -235,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a LoRA run's base model (its folds hold adapters only), attached to the kernels "
                    "that load the runs: a Kaggle Model OWNER/MODEL/FRAMEWORK/VARIATION/VERSION (e.g. "
                    "google/gemma-2/transformers/gemma-2-9b-it/2) or a dataset OWNER/DATASET holding its folder")
+    b.add_argument("--reranker", metavar="RUN", help="a reranker run (utils.rerank) the submission kernel runs "
+                   "after the one retriever of --runs, reordering its top N")
     b.add_argument("--notebooks", nargs="+", help="notebooks that become kernels (default: the "
                    "kit's five, notebooks/01_eda.ipynb to 05_pseudo.ipynb)")
     b.add_argument("--fp16-tol", type=float, default=FP16_TOL,
@@ -268,6 +270,7 @@ def spec_of(args: argparse.Namespace) -> BundleSpec:
         tol=args.fp16_tol,
         competition=args.competition,
         base_model_sources=args.base_model_source,
+        reranker=args.reranker,
     )
 
 
@@ -281,6 +284,7 @@ def print_built(bundle: dict, half: bool, file=None) -> None:
         kind = "fp16" if half else "fp32"
         lora = models.get("lora_bases") or {}
         adapters = f"; adapters only: {', '.join(lora)}" if lora else ""
+        adapters += f"; reranker {models['reranker']}" if models.get("reranker") else ""
         print(
             f"models dataset  {models['path']} ({_mb(models['bytes'])}; weights {kind} "
             f"{_mb(models['weights_bytes'])} from {_mb(models['source_weights_bytes'])}; "

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -112,24 +113,43 @@ def rerank(retriever_scores: np.ndarray, reranker_probs: np.ndarray, n: int) -> 
     return out
 
 
-def predict(retriever, reranker, test_csv, out, n: int | None = None, **kw) -> pd.DataFrame:
+def check_pair(retriever, reranker) -> tuple[Competition, Competition]:
+    """(the retriever's competition, the reranker's), or one line saying why the reranker cannot
+    follow that retriever: it must be a run on `build`'s table of a retriever of the same
+    competition."""
+    comp, rr = run_competition(retriever), run_competition(reranker)
+    if not comp.catalogue:
+        raise DataError(f"{retriever} is not a retriever run (its competition {comp.slug} has no catalogue)")
+    if rr.task != "multiple_choice" or rr.options != option_names(len(rr.options)) or rr.slug != comp.slug:
+        raise DataError(f"{reranker} is not a reranker of {comp.slug}'s retriever (it was trained for "
+                        f"{rr.slug}, task {rr.task}): train one on `python -m utils.rerank build`'s table")
+    return comp, rr
+
+
+def predict(retriever, reranker, test_csv, out, n: int | None = None, timings: dict | None = None,
+            **kw) -> pd.DataFrame:
     """The submission: the retriever ranks the catalogue beside the test file, the reranker
-    reorders each row's top n; written in the sample submission's rows and column."""
+    reorders each row's top n; written in the sample submission's rows and column. `timings`
+    gets the seconds of each stage ('retrieve', 'rerank')."""
     from .predict import check_sample, predict_run, write_submission  # torch: only when predicting
     from .shapes import shape_of  # torch too
 
-    comp, rr = run_competition(retriever), run_competition(reranker)
+    comp, rr = check_pair(retriever, reranker)
     n = n or len(rr.options)
     test = read_split(comp, test_csv, "test", blank="ranked all the same")
     items = read_catalogue(comp, Path(test_csv).parent)
+    sample = check_sample(Path(test_csv).parent / comp.sample_submission)
+    t0 = time.time()
     scores = predict_run(retriever, shape_of(comp).inputs(comp, test), items=items["text"].tolist(), **kw)
     scores = np.asarray(scores).reshape(len(test), -1)
     ids = np.asarray(items["id"])
     cands = [list(ids[r]) for r in np.argsort(-scores, axis=1, kind="stable")[:, :n]]
     rows = table(comp.input_texts(test), cands, items, n)
+    t1 = time.time()
     probs = np.asarray(predict_run(reranker, shape_of(rr).inputs(rr, rows), **kw)).reshape(len(test), n)
     final = rerank(scores, probs, n)
-    sample = check_sample(Path(test_csv).parent / comp.sample_submission)
+    if timings is not None:
+        timings.update(retrieve=t1 - t0, rerank=time.time() - t1)
     return write_submission(out, test, final, comp, {"target_names": list(ids)}, None, sample)
 
 
