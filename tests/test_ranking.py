@@ -304,7 +304,7 @@ def test_a_multiple_choice_scorer_trains_and_its_oof_lists_every_option_best_fir
 
 
 @pytest.mark.versions
-def test_multiple_choice_runs_blend_honestly_and_a_retrievers_blend_is_refused_in_one_line(tmp_path, tiny_bert):
+def test_multiple_choice_runs_blend_honestly(tmp_path, tiny_bert):
     from utils import ensemble, predict
     from utils.train import run_cv
 
@@ -325,13 +325,55 @@ def test_multiple_choice_runs_blend_honestly_and_a_retrievers_blend_is_refused_i
     expect = [" ".join(np.array(list("ABCDE"))[np.argsort(-p, kind="stable")[:3]]) for p in w[0] * a + w[1] * b]
     assert pd.read_csv(out, dtype=str)["prediction"].tolist() == expect
 
-    import shutil
 
-    _train(tmp_path / "e", tiny_bert, EEDI)
-    shutil.copytree(tmp_path / "e" / "run", tmp_path / "e" / "again")
-    with pytest.raises(DataError) as e:
-        ensemble.load_members([tmp_path / "e" / "run", tmp_path / "e" / "again"])
-    one_line(e.value, "is a retriever", "not supported yet")
+
+def test_retrievers_blend_their_fused_ranks_with_weights_fitted_on_the_other_folds_map(tmp_path, tiny_bert):
+    """Two retrievers: each query's out-of-fold candidates scored by reciprocal rank, weighed on a
+    grid by MAP@25 on the other folds; the CV is MAP@25 of that honest blend; the submission
+    weighs each run's test ranks the same way."""
+    from utils import ensemble, predict
+    from utils.objective import RETRIEVAL
+    from utils.runs import read_oof
+    from utils.shapes import shape_of
+    from utils.train import run_cv
+
+    data, comp, _, _ = _train(tmp_path, tiny_bert, EEDI)
+    run_cv(cfg_for(data / comp.train_file, tmp_path / "b", tiny_bert, competition=EEDI, max_steps=3, max_len=32,
+                   pooling="attention", seed=7))
+    runs = [tmp_path / "run", tmp_path / "b"]
+    report = ensemble.blend_report(runs)
+    assert report["metric"] == "map@25" and report["greater_is_better"]
+    for w in [report["weights"], *report["weights_per_fold"].values()]:  # tenths summing to 1
+        assert np.allclose(np.round(np.asarray(w) * 10), np.asarray(w) * 10) and sum(w) == pytest.approx(1)
+    m = ensemble.load_members(runs)
+    metric = get_metric("map@25")
+    blended = np.zeros(m["P"].shape[::2])
+    for k, w in report["weights_per_fold"].items():  # the CV, by hand: fold k's weights on fold k's rows
+        held = m["folds"] == k
+        blended[held] = np.einsum("nmk,m->nk", m["P"][held], np.asarray(w))
+    assert report["score_blend_cv"] == pytest.approx(metric.score(m["y"], blended))
+    for name, run in zip(m["names"], runs):  # each member's fused scores keep its own CV
+        one = read_oof(run)
+        assert report["scores"][name] == pytest.approx(metric.score(*one.arrays()))
+
+    from utils import plots
+
+    assert len(plots.blend_figure(report).axes) == 2  # notebook 3's figure: the scores and the weights
+    ensemble.save_blend(tmp_path / "blend.json", report)
+    out = tmp_path / "s.csv"
+    assert predict.main(["--test-csv", str(data / "test.csv"), "--runs", *map(str, runs), "--blend",
+                         str(tmp_path / "blend.json"), "--out", str(out)]) == 0
+    test = read_table(comp, data, "test")
+    items = read_catalogue(comp, data)
+    sims = [predict.predict_run(r, shape_of(comp).inputs(comp, test), items=items["text"].tolist(), progress=False)
+            for r in runs]
+    fused = sum(w * RETRIEVAL.blend_scores(s) for w, s in zip(report["weights"], sims))
+    expect = [" ".join(items["id"].to_numpy()[np.argsort(-f, kind="stable")[:25]]) for f in fused]
+    assert pd.read_csv(out, dtype=str)["MisconceptionId"].tolist() == expect
+    # A run's fused scores keep its order: its top 25 as the run alone answers.
+    alone = [" ".join(items["id"].to_numpy()[np.argsort(-s, kind="stable")[:25]]) for s in sims[0]]
+    assert alone == [" ".join(items["id"].to_numpy()[np.argsort(-f, kind="stable")[:25]])
+                     for f in RETRIEVAL.blend_scores(sims[0])]
 
 
 def test_init_recognises_options_a_catalogue_and_says_what_to_write_for_a_wide_table(tmp_path):

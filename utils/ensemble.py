@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from .cli import HelpFormatter, cli_error, first_paragraph
 from .data import DataError
 from .files import run_names, write_json
 from .metrics import METRICS, apply_rule, get_metric
-from .runs import BLEND, FOLDS, OOF, check_same_competition, read_folds, read_oof
+from .runs import BLEND, FOLDS, check_same_competition, read_folds, read_oof
 from .runs import identity as run_identity
 
 
@@ -44,9 +45,6 @@ def load_members(runs, target: str = "target") -> dict:
     oofs, folds0 = [], None
     for run in map(Path, runs):
         oof = read_oof(run, target)
-        if oof.objective.kind == "items":  # oof.csv holds each query's top candidates, not every item's score
-            raise DataError(f"{run} is a retriever: blending retrievers' rankings is not supported yet (its {OOF} "
-                            "lists each query's top candidates only); submit one retriever run")
         if oofs and _predicts(oof) != _predicts(oofs[0]):
             raise DataError(f"{run} predicts {_predicts(oof, True)} but {Path(runs[0])} predicts "
                             f"{_predicts(oofs[0], True)}: only runs of the same competition and "
@@ -78,7 +76,8 @@ def load_members(runs, target: str = "target") -> dict:
     if len(ids) == 0:
         raise DataError("the runs have no out-of-fold rows in common")
     rows = [pd.Index(o.frame["id"]).get_indexer(ids) for o in oofs]
-    arrays = [o.arrays() for o in oofs]  # (truth, predictions) of each run, in its own row order
+    # (truth, predictions) of each run, in its own row order, over the same outputs
+    arrays = oofs[0].objective.member_arrays([o.frame for o in oofs], list(oofs[0].truth))
     P = np.stack([pred[r].astype(float) for (_, pred), r in zip(arrays, rows)], axis=1)
     return {"ids": ids, "folds": first["fold"].to_numpy()[rows[0]], "y": arrays[0][0][rows[0]],
             "P": P, "names": names, "metric": oofs[0].metric, "objective": oofs[0].objective,
@@ -120,10 +119,30 @@ def fit_prob_weights(P: np.ndarray, y: np.ndarray, metric: str = "log_loss") -> 
     return _simplex_fit(lambda w: score(y, np.einsum("nmk,m->nk", P, w)), P.shape[1])
 
 
-def fit_blend(P: np.ndarray, y: np.ndarray, objective) -> np.ndarray:
+def simplex_grid(m: int, steps: int) -> np.ndarray:
+    """Every weight vector of m members in multiples of 1/steps summing to 1, equal-ish first."""
+    points = [w for w in itertools.product(range(steps + 1), repeat=m) if sum(w) == steps]
+    points.sort(key=lambda w: (max(w) - min(w), w))
+    return np.asarray(points, float) / steps
+
+
+def fit_grid_weights(P: np.ndarray, y: np.ndarray, metric) -> np.ndarray:
+    """Weights w >= 0, sum(w) = 1 scoring best on `metric` (a ranking's MAP@k: steps, no gradient)
+    over a grid of the simplex: tenths for up to 4 members, fifths for more; ties go to the most
+    even weights."""
+    sign = 1.0 if metric.greater_is_better else -1.0
+    grid = simplex_grid(P.shape[1], 10 if P.shape[1] <= 4 else 5)
+    scores = [sign * metric.score(y, np.einsum("nmk,m->nk", P, w)) for w in grid]
+    return grid[int(np.argmax(scores))]
+
+
+def fit_blend(P: np.ndarray, y: np.ndarray, objective, metric=None) -> np.ndarray:
     """Blend weights on the objective's blend metric (utils.objective.Objective.blend_metric):
     (M,) for class probabilities (log-loss: smooth, unlike F1), or (M, T) one column per
-    target (each on its own RMSE)."""
+    target (each on its own RMSE); an objective with no smooth one (a retriever's ranks) on the
+    competition's `metric` itself (fit_grid_weights)."""
+    if not objective.blend_metric:
+        return fit_grid_weights(P, y, metric)
     if objective.classes:
         return fit_prob_weights(P, y, objective.blend_metric)
     return np.stack([fit_weights(P[:, :, t], y[:, t], objective.blend_metric)
@@ -151,7 +170,7 @@ def honest_blend(P: np.ndarray, y: np.ndarray, folds: np.ndarray, objective, met
     per_fold, rules = {}, {}
     for k in np.unique(folds):
         held = folds == k
-        W = fit_blend(P[~held], y[~held], objective)
+        W = fit_blend(P[~held], y[~held], objective, metric)
         everyone = blend(P, W)
         out[held] = everyone[held]
         per_fold[int(k)] = _weights_json(W)
@@ -199,7 +218,7 @@ def blend_report(runs, target="target", extra: dict | None = None) -> dict:
         P = np.concatenate([P, df[list(extra)].to_numpy(dtype=float)[:, :, None]], axis=1)
     metric = get_metric(m["metric"])
     score = lambda pred: metric.honest_score(y, pred, folds)[0]  # noqa: E731
-    W = fit_blend(P, y, m["objective"])
+    W = fit_blend(P, y, m["objective"], metric)
     in_sample = blend(P, W)
     rule = metric.fit_rule(y, in_sample)
     _, cv, per_fold, rules = honest_blend(P, y, folds, m["objective"], metric)

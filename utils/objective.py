@@ -153,6 +153,16 @@ class Objective:
         and probabilities, or (N, T) values."""
         raise NotImplementedError
 
+    def member_arrays(self, frames, target_cols) -> list:
+        """oof_arrays of several runs' oof frames, their predictions' columns the same outputs
+        (what a blend weighs against each other)."""
+        return [self.oof_arrays(f, target_cols) for f in frames]
+
+    def blend_scores(self, pred: np.ndarray) -> np.ndarray:
+        """What of a run's test predictions a blend weighs: as its out-of-fold arrays score them
+        (here the predictions themselves)."""
+        return pred
+
     def pseudo_columns(self, output_names) -> list:
         """A pseudo-label file's columns per output: the targets, or prob_<label> (soft labels)."""
         return [f"prob_{n}" for n in output_names]
@@ -504,6 +514,9 @@ class Retrieval(Objective):
 
     kind: ClassVar[str] = "items"
     CANDIDATES: ClassVar[int] = 100
+    # Reciprocal-rank fusion: a listed candidate at rank r (0 first) scores 1 / (FUSION + r), the
+    # others 0. A blend of retrievers weighs these, in the out-of-fold file and at test time alike.
+    FUSION: ClassVar[int] = 60
 
     def labels(self, values, num_labels: int = 0, source: str = "", order=()):
         return [str(v) for v in order]  # the catalogue's ids
@@ -569,17 +582,35 @@ class Retrieval(Objective):
         oof["fold"] = fold
         return oof
 
-    def oof_arrays(self, oof, target_cols):
-        """(truth (N,), scores (N, candidates)): over the ids the file names, each row's listed ones
-        scored by rank (the first highest), the others -inf."""
+    def fused(self, n: int) -> np.ndarray:
+        """The scores of ranks 0..n-1 (reciprocal-rank fusion, FUSION)."""
+        return 1.0 / (self.FUSION + np.arange(n, dtype=float))
+
+    def oof_arrays(self, oof, target_cols, ids=None):
+        """(truth (N,), scores (N, ids)): over `ids` (default: every id the file names, sorted),
+        each row's listed candidates scored by rank (fused: the first highest), the others 0."""
         lists = [str(c).split() for c in oof["candidates"]]
         truth = oof[target_cols[0]].astype(str).tolist()
-        ids = sorted({i for r in lists for i in r} | set(truth))
+        ids = sorted({i for r in lists for i in r} | set(truth)) if ids is None else ids
         col = {v: j for j, v in enumerate(ids)}
-        scores = np.full((len(oof), len(ids)), -np.inf)
+        scores = np.zeros((len(oof), len(ids)))
         for r, items in enumerate(lists):
-            scores[r, [col[i] for i in items]] = -np.arange(len(items), dtype=float)
+            scores[r, [col[i] for i in items]] = self.fused(len(items))
         return np.array([col[t] for t in truth]), scores
+
+    def member_arrays(self, frames, target_cols):
+        """Each run's oof_arrays over the ids any of them names: the same columns."""
+        ids = sorted({i for f in frames for c in f["candidates"] for i in str(c).split()}
+                     | {str(t) for f in frames for t in f[target_cols[0]]})
+        return [self.oof_arrays(f, target_cols, ids) for f in frames]
+
+    def blend_scores(self, pred):
+        """(N, items) similarities as the out-of-fold file keeps them: the top CANDIDATES fused
+        by rank, the others 0."""
+        top = top_k(pred, self.CANDIDATES)
+        out = np.zeros(pred.shape)
+        out[np.arange(len(pred))[:, None], top] = self.fused(top.shape[1])
+        return out
 
     def oof_labels(self, columns):
         return []

@@ -195,12 +195,14 @@ def decision_rule(runs, blend: dict | None = None) -> dict | None:
 
 def predict(runs, texts, weights=None, timings: dict | None = None, **kw) -> np.ndarray:
     """Blend of runs (each the mean of its folds) with non-negative weights normalised to sum 1."""
-    check_runs(runs)  # from saved files, before any model loads: one competition, the same outputs
+    spec = check_runs(runs)  # from saved files, before any model loads: one competition, the same outputs
     w = normalize_weights(weights, len(runs))
+    # Several runs blend what their out-of-fold files weighed (a retriever's: its top candidates by rank).
+    weighed = get_objective(spec["task"]).blend_scores if len(runs) > 1 else (lambda p: p)
     total = 0.0
     for run, wi in zip(runs, w):
         t0 = time.time()
-        total = total + wi * predict_run(run, texts, **kw)
+        total = total + wi * weighed(predict_run(run, texts, **kw))
         if timings is not None:
             timings[Path(run).name] = time.time() - t0
     return total
