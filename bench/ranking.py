@@ -131,7 +131,7 @@ def eedi_kit(data: str, epochs: int, pooling: str = "mean", hard_negatives: int 
             "epochs": epochs, "run": str(out.relative_to(ROOT))}
 
 
-def eedi_st(data: str, epochs: int) -> dict:
+def eedi_st(data: str, epochs: int, lr: float = RECIPE["lr"]) -> dict:
     from st_baseline import mnrl
 
     from utils.search import similarities
@@ -141,10 +141,11 @@ def eedi_st(data: str, epochs: int) -> dict:
     t0 = time.time()
     res = mnrl(minilm(), [q for q, t in zip(queries, tr) if t], items["text"].to_numpy()[truth[tr]].tolist(),
                items["text"].tolist(), [q for q, v in zip(queries, va) if v], truth[va].tolist(), epochs=epochs,
-               batch_size=RECIPE["batch_size"], lr=RECIPE["lr"], max_len=RECIPE["max_len"], return_embeddings=True)
+               batch_size=RECIPE["batch_size"], lr=lr, max_len=RECIPE["max_len"], return_embeddings=True)
     q, d = res.pop("query_embeddings"), res.pop("item_embeddings")
-    return {"arm": "sentence-transformers, MultipleNegativesRankingLoss", **figures(truth[va], similarities(q, d),
-                                                                                    seen[va]),
+    recipe = f", lr {lr:g}" if lr != RECIPE["lr"] else ""
+    return {"arm": f"sentence-transformers, MultipleNegativesRankingLoss{recipe}",
+            **figures(truth[va], similarities(q, d), seen[va]),
             "minutes": (time.time() - t0) / 60, "epochs": epochs, "st": res}
 
 
@@ -295,7 +296,8 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--pooling", default="mean")
     p.add_argument("--hard-negatives", type=int, default=1)
-    p.add_argument("--lr", type=float, default=RECIPE["lr"], help="eedi-kit, science-kit: the encoder's learning rate")
+    p.add_argument("--lr", type=float, default=RECIPE["lr"],
+                   help="eedi-kit, eedi-st, science-kit: the encoder's learning rate")
     p.add_argument("--fit", default="", help="eedi-kit: how a long query is cut (head_tail keeps its end: the answers)")
     p.add_argument("--table", action="store_true")
     a = p.parse_args()
@@ -307,7 +309,7 @@ def main() -> None:
     elif a.arm == "eedi-kit":
         save("eedi", eedi_kit(a.data, a.epochs, a.pooling, a.hard_negatives, a.lr, a.fit))
     elif a.arm == "eedi-st":
-        save("eedi", eedi_st(a.data, a.epochs))
+        save("eedi", eedi_st(a.data, a.epochs, a.lr))
     elif a.arm == "science-baselines":
         for r in science_baselines(a.data):
             save("science", r)
