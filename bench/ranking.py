@@ -195,7 +195,8 @@ def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 12
     run = read_oof(out)
     y, p = run.objective.oof_arrays(run.frame, ("answer",))
     recipe = f", lr {lr:g}" if lr != 3e-5 else ""
-    return {"arm": f"the kit's multiple-choice scorer ({pooling} pooling{recipe})", "map@3": METRICS["map@3"].score(y, p),
+    return {"arm": f"the kit's multiple-choice scorer ({pooling} pooling{recipe})",
+            "map@3": METRICS["map@3"].score(y, p),
             "accuracy": float(np.mean(p.argmax(1) == y)), "minutes": (time.time() - t0) / 60, "epochs": epochs,
             "questions": int(len(y)), "max_len": max_len, "batch_size": batch_size, "lr": lr,
             "run": str(out.relative_to(ROOT))}
