@@ -95,22 +95,16 @@ class Competition:
         def bad(field, msg):
             raise CompetitionError(f"competition {self.slug!r}: field {field!r}: {msg}")
 
-        if self.metric_code:
-            try:
-                register_code(self.metric_code, self.metric, self.metric_file or "metric_code")
-            except ValueError as e:
-                bad("metric_file", str(e))
-        elif self.metric_file:
-            bad("metric_file", f"{self.metric_file!r} was not read (a description read from a file reads it)")
-
-        if self.reshape_code:
-            try:
-                register_reshape(self.reshape_code, self.reshape, self.reshape_file or "reshape_code")
-            except ValueError as e:
-                bad("reshape_file", str(e))
-        elif self.reshape_file:
-            bad("reshape_file", f"{self.reshape_file!r} was not read (a description read from a file reads it)")
-        elif self.reshape and self.reshape not in RESHAPES:
+        for field, register in (("metric", register_code), ("reshape", register_reshape)):  # a file of one's own
+            code, file = getattr(self, f"{field}_code"), getattr(self, f"{field}_file")
+            if code:
+                try:
+                    register(code, getattr(self, field), file or f"{field}_code")
+                except ValueError as e:
+                    bad(f"{field}_file", str(e))
+            elif file:
+                bad(f"{field}_file", f"{file!r} was not read (a description read from a file reads it)")
+        if not (self.reshape_code or self.reshape_file) and self.reshape and self.reshape not in RESHAPES:
             bad("reshape", f"{self.reshape!r} is not one of {', '.join(RESHAPES)} (one of your own: reshape_file, "
                 "a Python file beside the description defining reshape(df, split))")
         if (self.reshape_file or self.reshape_code) and not self.reshape:
