@@ -386,15 +386,12 @@ def build_models(
     except ValueError as e:
         raise BundleError(f"run folder names must differ (they become folders): {e}") from None
     blend_obj = read_blend(blend, runs) if blend else None
+    extra = [Path(reranker)] if reranker else []
     try:  # every run finished and predicting the same targets, before any weights are converted
         check_runs(runs)
-    except (ValueError, OSError) as e:  # one competition, the same outputs, a finished fold each
-        raise BundleError(str(e)) from None
-    extra = [Path(reranker)] if reranker else []
-    try:
         for run in extra:
-            check_runs([run])  # a finished fold
-    except (ValueError, OSError) as e:
+            check_runs([run])  # a finished fold (the reranker predicts other outputs than the runs)
+    except (ValueError, OSError) as e:  # one competition, the same outputs, a finished fold each
         raise BundleError(str(e)) from None
     info = {"path": str(dest), "id": meta["id"], "runs": names, "max_diff": 0.0,
             "weights_bytes": 0, "source_weights_bytes": 0, "lora_bases": lora_bases([*runs, *extra]),

@@ -75,13 +75,19 @@ def table(queries, candidates, items: pd.DataFrame, n: int, truth=None, ids=None
     return out
 
 
+def retriever_competition(run) -> Competition:
+    """The competition a retriever run was trained for; one line when the run is not a retriever."""
+    comp = run_competition(run)
+    if not comp.catalogue:
+        raise DataError(f"{run} is not a retriever run (its competition {comp.slug} has no catalogue)")
+    return comp
+
+
 def build(retriever, data_dir, n: int, out) -> dict:
     """The reranker's training table, folds and description in `out`, from a retriever run whose
     every fold is finished (each training query then has out-of-fold candidates)."""
     retriever, out = Path(retriever), Path(out)
-    comp = run_competition(retriever)
-    if not comp.catalogue:
-        raise DataError(f"{retriever} is not a retriever run (its competition {comp.slug} has no catalogue)")
+    comp = retriever_competition(retriever)
     oof = read_oof(retriever).frame.set_index("id")
     train = read_table(comp, data_dir)
     ids = train[comp.id_col].astype(str)
@@ -117,9 +123,7 @@ def check_pair(retriever, reranker) -> tuple[Competition, Competition]:
     """(the retriever's competition, the reranker's), or one line saying why the reranker cannot
     follow that retriever: it must be a run on `build`'s table of a retriever of the same
     competition."""
-    comp, rr = run_competition(retriever), run_competition(reranker)
-    if not comp.catalogue:
-        raise DataError(f"{retriever} is not a retriever run (its competition {comp.slug} has no catalogue)")
+    comp, rr = retriever_competition(retriever), run_competition(reranker)
     if rr.task != "multiple_choice" or rr.options != option_names(len(rr.options)) or rr.slug != comp.slug:
         raise DataError(f"{reranker} is not a reranker of {comp.slug}'s retriever (it was trained for "
                         f"{rr.slug}, task {rr.task}): train one on `python -m utils.rerank build`'s table")
