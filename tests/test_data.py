@@ -155,6 +155,19 @@ def test_long_texts_are_fitted_head_or_head_and_tail_without_a_length_warning(
                                             max_length=12)["input_ids"]
     ends = encode(pairs, tok, 12, "head_tail")[0][0]
     assert len(ends) == 12 and ends[-2] == tok.convert_tokens_to_ids("home")  # the second text's end
+    # A long first text before a short second (a query and a candidate) keeps the room the second
+    # leaves it, more than half, and with head_tail its own end; the second stays whole.
+    query, candidate = " ".join(vocab * 3), "the cat"
+    whole = tok([query], [candidate])["input_ids"][0]
+    cut = encode([(query, candidate)], tok, 16, "head_tail")[0][0]
+    n_cand = len(tok(candidate, add_special_tokens=False)["input_ids"])
+    assert len(cut) == 16 and cut[-(n_cand + 1):] == whole[-(n_cand + 1):]  # the candidate, whole
+    n_query = len(tok(query, add_special_tokens=False)["input_ids"])
+    n_special = len(whole) - n_query - n_cand  # [CLS] query [SEP] candidate [SEP], or RoBERTa's four
+    room = 16 - n_special - n_cand
+    assert room > (16 - n_special) // 2
+    assert cut[1:1 + room] == whole[1:1 + room // 4] + whole[1 + n_query - (room - room // 4):1 + n_query]
+    assert encode([(query, candidate)], tok, 16)[0][0][1:1 + room] == whole[1:1 + room]  # head: its start
     assert "longer than the specified maximum" not in capfd.readouterr().err + caplog.text
     with pytest.raises(ValueError, match="unknown fit 'tail'; valid: head, head_tail"):
         encode(texts, tok, 16, "tail")

@@ -221,6 +221,38 @@ def test_option_batches_score_each_option_and_compare_a_rows_options(tiny_bert):
     assert torch.allclose(out[1], alone, atol=1e-5)
 
 
+def test_a_training_row_can_see_a_sample_of_its_options_with_the_true_one_always_among_them(tiny_bert):
+    """train_options: each training row keeps that many of its options, the true one and others
+    drawn afresh each batch, its target their index of the true one; validation scores all."""
+    from utils.config import TrainConfig
+    from utils.model import load_tokenizer
+    from utils.shapes import OptionRows, shape_of
+
+    comp = BUILTIN[SCIENCE]
+    base = dict(train_csv="t.csv", out="o", model="m")
+    assert shape_of(comp, TrainConfig(**base, train_options=3)) == OptionRows(3)
+    tok = load_tokenizer(tiny_bert)
+    options = "the cat sat on a mat while dog".split()  # 8 options, one word each: a sequence names its option
+    inputs = [tuple((f"row {i}", o) for o in options) for i in range(4)]
+    targets = np.array([0, 5, 7, -1])  # the last row has no true option
+    ds = OptionRows(3).dataset(inputs, tok, 16, targets=targets)
+    word = {tok.convert_tokens_to_ids(o): o for o in options}
+    collate, kept_sets = OptionRows(3).collator(tok, torch.long, seed=0), set()
+    for _ in range(20):
+        batch = collate([ds[i] for i in range(3)])
+        assert batch["input_ids"].shape[0] == 9
+        for r in range(3):
+            kept = [word[next(t for t in seq.tolist() if t in word)] for seq in batch["input_ids"][3 * r:3 * r + 3]]
+            assert len(set(kept)) == 3 and kept == sorted(kept, key=options.index)  # distinct, in their order
+            assert kept[batch["target"][r]] == options[targets[r]]  # the target names the true option
+            kept_sets.add((r, tuple(kept)))
+    assert len(kept_sets) > 6  # drawn afresh: not the same options each time
+    assert collate([ds[3]])["input_ids"].shape[0] == 8  # no true option: never trained on, left whole
+    assert OptionRows(3).eval_collator(tok, torch.long)([ds[0], ds[1]])["input_ids"].shape[0] == 16  # all scored
+    with pytest.raises(ValueError, match="train_options must be 0"):
+        TrainConfig(**base, train_options=1)
+
+
 def test_a_query_is_never_trained_against_its_own_true_item_as_a_negative(tiny_bert):
     from utils.batching import TextDataset
     from utils.fold import ModelSpec
@@ -414,11 +446,12 @@ def test_the_training_notebook_trains_a_ranking_and_shows_its_curves(slug, tmp_p
     data = tiny_data(slug, tmp_path / "d", 24)
     papermill("02_train", tmp_path, dict(competition=slug, model_name=tiny_bert, pooling="mean", run_name="r",
                                           folds=2, epochs=1, batch_size=8, max_len=32, max_steps=2,
-                                          temperature=0.1, hard_negatives=2, data_dir=str(data),
+                                          temperature=0.1, hard_negatives=2, train_options=3, data_dir=str(data),
                                           runs_dir=str(tmp_path / "runs")))
     run = tmp_path / "runs" / "r"
     config = json.loads((run / "config.json").read_text())
     assert (config.get("temperature"), config.get("hard_negatives")) == ((0.1, 2) if slug == EEDI else (None, None))
+    assert config.get("train_options") == (None if slug == EEDI else 3)  # each kind of rows keeps its own settings
     assert (run / "figures" / "learning_curves.png").is_file() and not list((run / "figures").glob("oof_scatter*"))
 
 
@@ -493,8 +526,11 @@ def test_a_reranker_trains_on_out_of_fold_candidates_and_its_cv_is_the_final_ran
 
     rr = tmp_path / "rr"
     metrics = run_cv(cfg_for(rr / "rerank_train.csv", tmp_path / "rerank", tiny_bert,
-                             competition=str(rr / "competition.json"), max_steps=2, max_len=32, pooling="mean"))
+                             competition=str(rr / "competition.json"), max_steps=2, max_len=32, pooling="mean",
+                             train_options=4))
     out = read_oof(tmp_path / "rerank")
+    assert json.loads((tmp_path / "rerank" / "config.json").read_text())["train_options"] == 4
+    assert "train_options" not in json.loads((tmp_path / "run" / "config.json").read_text())  # a retriever's
     y, p = out.objective.oof_arrays(out.frame, ("answer",))
     assert (y == -1).sum() == (table["answer"] == "none").sum()
     expect = np.mean([1 / (1 + list(np.argsort(-pi, kind="stable")).index(t)) if t >= 0 else 0.0

@@ -17,16 +17,28 @@ def _tokenize(texts, tokenizer):
     return texts, pairs, tokenizer(first, second, truncation=False, verbose=False)
 
 
-def _parts(seq, pairs: bool, max_len: int) -> tuple[list, list]:
-    """(positions kept whole: special tokens and, for a pair, the first text capped at half the
-    room; positions of the text that is fitted: the only text, or a pair's second)."""
+def _cut(body: list, room: int, fit: str) -> list:
+    """At most `room` of `body`'s positions: its first ones ("head"), or its first quarter and
+    its last three quarters ("head_tail")."""
+    if len(body) <= room:
+        return body
+    if fit == "head_tail" and room > 1:
+        head = room // 4
+        return body[:head] + body[len(body) - (room - head):]
+    return body[:room]
+
+
+def _parts(seq, pairs: bool, max_len: int, fit: str = "head") -> tuple[list, list]:
+    """(positions kept whole: special tokens and, for a pair, the first text cut by `fit` to the
+    room the second leaves it, at least half the room; positions of the text that is fitted: the
+    only text, or a pair's second)."""
     fitted = 1 if pairs else 0
     keep = [j for j, s_ in enumerate(seq) if s_ != fitted]
-    if pairs:  # the first text gets at most half the room
-        n_special = sum(s_ is None for s_ in seq)
-        cap = (max_len - n_special) // 2
+    if pairs:  # the first text: what the second leaves, and at least half the room
+        n_special, n_second = sum(s_ is None for s_ in seq), sum(s_ == 1 for s_ in seq)
+        cap = max((max_len - n_special) // 2, max_len - n_special - n_second)
         firsts = [j for j in keep if seq[j] == 0]
-        keep = sorted([j for j in keep if seq[j] != 0] + firsts[:cap])
+        keep = sorted([j for j in keep if seq[j] != 0] + _cut(firsts, cap, fit))
     return keep, [j for j, s_ in enumerate(seq) if s_ == fitted]
 
 
@@ -60,7 +72,8 @@ def encode_windows(texts, tokenizer, max_len: int) -> tuple[list, list, int]:
 def encode(texts, tokenizer, max_len: int, fit: str = "head") -> tuple[list, int]:
     """(token ids per text, special tokens included and at most max_len each; how many texts were
     cut). A text is a string or a (first, second) pair (the tokenizer's text pair: the second is
-    the one fitted, the first keeps at most half of max_len).
+    fitted to what the first leaves; the first, cut by `fit` too, keeps what the second leaves it
+    and at least half of max_len: a long query before a short candidate keeps its end).
 
     fit: "head" keeps the first tokens (what truncation=True does); "head_tail" keeps the first
     quarter and the last three quarters of the room (the ending of an essay often tells its
@@ -76,14 +89,8 @@ def encode(texts, tokenizer, max_len: int, fit: str = "head") -> tuple[list, int
             continue
         n_cut += 1
         # sequence ids: None for special tokens, 0 / 1 for the first / second text
-        keep, body = _parts(enc.sequence_ids(i), pairs, max_len)
-        room = max(0, max_len - len(keep))
-        if fit == "head_tail" and room > 1:
-            head = room // 4
-            body = body[:head] + body[len(body) - (room - head):]
-        else:
-            body = body[:room]
-        out.append([ids[j] for j in sorted(keep + body)])
+        keep, body = _parts(enc.sequence_ids(i), pairs, max_len, fit)
+        out.append([ids[j] for j in sorted(keep + _cut(body, max(0, max_len - len(keep)), fit))])
     return out, n_cut
 
 

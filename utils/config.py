@@ -86,6 +86,8 @@ class TrainConfig:
     # --- retrieval (a competition with a catalogue) ---
     temperature: float = 0.05  # contrastive loss: similarities over this (0.05: sentence-transformers' scale 20)
     hard_negatives: int = 1  # negatives per query in each batch, mined by the untrained model (0: in-batch only)
+    # --- multiple choice (options in columns; a reranker's candidates) ---
+    train_options: int = 0  # >0: a training row sees this many of its options, the true one and others drawn afresh
     # --- pseudo-labels (python -m utils.pseudo) ---
     pseudo_csv: str = ""  # extra rows for every fold's training side; fold k uses its O_fold{k} columns
     pseudo_weight: float = 1.0  # weight of a pseudo row's loss when mixed with the real rows
@@ -130,6 +132,9 @@ class TrainConfig:
             raise ValueError("layers, grad_accum and batch_size must be >= 1")
         if self.pseudo_epochs and not self.pseudo_csv:
             raise ValueError("--pseudo-epochs needs --pseudo-csv")
+        if self.train_options < 0 or self.train_options == 1:
+            raise ValueError(f"train_options must be 0 (every option) or >= 2 (the true one and others), "
+                             f"got {self.train_options}")
         if not self.temperature > 0 or self.hard_negatives < 0:
             raise ValueError(f"temperature must be > 0 and hard_negatives >= 0, got {self.temperature}, "
                              f"{self.hard_negatives}")
@@ -146,7 +151,8 @@ class TrainConfig:
 
 
 RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers", "log_with")
-RETRIEVAL = ("temperature", "hard_negatives")  # a run's identity holds them for a retriever only
+# A shape's settings (utils.shapes): a run's identity holds those of its own kind of rows only.
+SHAPE_SETTINGS = {"items": ("temperature", "hard_negatives"), "options": ("train_options",)}
 
 
 @dataclass(frozen=True)
@@ -219,9 +225,9 @@ def identity(cfg: TrainConfig, comp: Competition) -> dict:
     d = dataclasses.asdict(cfg)
     for k in RUN_CONTROL:
         d.pop(k)
-    if objective_of(comp).kind != "items":  # a retriever's settings mean nothing to other runs
-        for k in RETRIEVAL:
-            d.pop(k)
+    kind = objective_of(comp).kind
+    for k in (k for other, keys in SHAPE_SETTINGS.items() if other != kind for k in keys):
+        d.pop(k)  # a retriever's settings mean nothing to other runs, and so on
     d.update(described(comp))
     d["train_csv_sha256"] = content_sha256(cfg.train_csv)
     d["folds_csv_sha256"] = content_sha256(cfg.folds_csv)

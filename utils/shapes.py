@@ -114,9 +114,26 @@ class OptionsDataset(torch.utils.data.Dataset):
 
 
 class OptionCollator(Collator):
-    """Pads a batch's B*K sequences as one (B*K, S) batch; per-row fields stay (B,)."""
+    """Pads a batch's B*K sequences as one (B*K, S) batch; per-row fields stay (B,). With
+    `sample` (training only), each row keeps that many of its K options: the true one and others
+    drawn at random, in their order, its target their index of the true one."""
+
+    def __init__(self, pad_token_id: int, multiple: int = 8, target_dtype=torch.float32,
+                 padding_side: str = "right", sample: int = 0, seed: int = 0):
+        super().__init__(pad_token_id, multiple, target_dtype, padding_side)
+        self.sample, self.rng = sample, np.random.default_rng(seed)
+
+    def draw(self, x: dict) -> dict:
+        k, t = len(x["input_ids"]), int(x["target"])
+        if not self.sample or self.sample >= k or t < 0:
+            return x
+        others = self.rng.choice(np.delete(np.arange(k), t), self.sample - 1, replace=False)
+        kept = np.sort(np.append(others, t))
+        return {**x, "input_ids": [x["input_ids"][j] for j in kept], "target": int(np.flatnonzero(kept == t)[0])}
 
     def __call__(self, items):
+        if self.sample and "target" in items[0]:
+            items = [self.draw(x) for x in items]
         flat = [{"input_ids": ids, "index": 0} for x in items for ids in x["input_ids"]]
         batch = super().__call__(flat)
         batch["index"] = torch.tensor([x["index"] for x in items])
@@ -129,7 +146,12 @@ class OptionCollator(Collator):
 
 @dataclass(frozen=True)
 class OptionRows(TextRows):
-    """A row's K options, each paired with its text: K sequences, one score each."""
+    """A row's K options, each paired with its text: K sequences, one score each. With
+    `train_options`, a training row is seen with that many of its options (the true one and others
+    drawn afresh each time): a reranker's 25 candidates cost 8 sequences a step; validation and
+    prediction score every option."""
+
+    train_options: int = 0  # 0: every option
 
     def blank(self, inputs) -> np.ndarray:
         return np.zeros(len(inputs), dtype=bool)  # the options are read even under a blank prompt
@@ -143,10 +165,11 @@ class OptionRows(TextRows):
         return OptionsDataset(inputs, tokenizer, max_len, targets, weights, fit)
 
     def collator(self, tokenizer, target_dtype, data=None, seed: int = 0):
-        return OptionCollator(tokenizer.pad_token_id or 0, 8, target_dtype, tokenizer.padding_side)
+        return OptionCollator(tokenizer.pad_token_id or 0, 8, target_dtype, tokenizer.padding_side,
+                              self.train_options, seed)
 
     def eval_collator(self, tokenizer, target_dtype):
-        return self.collator(tokenizer, target_dtype)
+        return OptionCollator(tokenizer.pad_token_id or 0, 8, target_dtype, tokenizer.padding_side)
 
     def forward(self, model, batch):
         rows = batch["index"].shape[0]
@@ -266,8 +289,11 @@ SHAPES = {"options": OptionRows, "items": CatalogueRows}
 
 
 def shape_of(comp, cfg=None) -> TextRows:
-    """The shape of a competition's rows (its objective's kind); a retriever's settings from cfg."""
+    """The shape of a competition's rows (its objective's kind); its settings from cfg (a
+    retriever's temperature and negatives, the options a multiple-choice row trains on)."""
     kind = objective_of(comp).kind
     if kind == "items" and cfg is not None:
         return CatalogueRows(cfg.temperature, cfg.hard_negatives)
+    if kind == "options" and cfg is not None:
+        return OptionRows(cfg.train_options)
     return SHAPES.get(kind, TextRows)()
