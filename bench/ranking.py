@@ -5,6 +5,7 @@ MAP@3), each beside what a user would do instead, scored on the same validation 
     python bench/ranking.py eedi-zero --data DIR        # the backbone as it is: mean pooling, cosine
     python bench/ranking.py eedi-kit --data DIR         # the kit's retriever (contrastive, hard negatives)
     python bench/ranking.py eedi-st --data DIR          # sentence-transformers + MultipleNegativesRankingLoss
+    python bench/ranking.py eedi-rerank --data DIR --retriever RUN   # + a reranker over its top 25
     python bench/ranking.py science-baselines --data DIR    # option length, zero-shot cosine
     python bench/ranking.py science-kit --data DIR      # the kit's multiple-choice scorer
     python bench/ranking.py scaling                     # exact search time, 1k to 100k items
@@ -129,6 +130,76 @@ def eedi_kit(data: str, epochs: int, pooling: str = "mean", hard_negatives: int 
     return {"arm": f"the kit's retriever ({pooling} pooling, {hard_negatives} mined negative(s) per query{recipe})",
             **figures(oof_truth, scores, np.array([seen_by_id[i] for i in ids])), "minutes": minutes,
             "epochs": epochs, "run": str(out.relative_to(ROOT))}
+
+
+def eedi_rerank(data: str, retriever: str, epochs: int, candidates: int = 25, train_options: int = 8,
+                max_len: int = 128, batch_size: int = 8, lr: float = RECIPE["lr"], max_steps: int = 0) -> dict:
+    """A cross-encoder over a retriever's top `candidates`: its fold 0 trained on the other folds'
+    queries with their out-of-fold candidates (every fold of `retriever` finished), each training
+    query seeing `train_options` of them a step; scored, like the retrievers, on fold 0's queries
+    in the final order (the reranker's over the top N, then the retriever's)."""
+    from utils import rerank
+    from utils.config import TrainConfig
+    from utils.runs import read_config
+    from utils.train import run_cv
+
+    retriever = Path(retriever).resolve()
+    table = Path(tempfile.mkdtemp(prefix="eedi-rr-", dir=ROOT / "runs"))
+    out = Path(tempfile.mkdtemp(prefix="eedi-rerank-", dir=ROOT / "runs"))
+    t0 = time.time()
+    built = rerank.build(retriever, data, candidates, table)
+    cfg = TrainConfig(train_csv=str(table / rerank.TRAIN), out=str(out), model=minilm(),
+                      competition=str(table / rerank.DESCRIPTION), only_folds=(0,), epochs=epochs, eval_every=10_000,
+                      progress=False, pooling="mean", max_len=max_len, batch_size=batch_size, lr=lr,
+                      train_options=train_options, fit="head_tail", max_steps=max_steps)
+    run_cv(cfg)
+    minutes = (time.time() - t0) / 60
+    history = json.loads((out / "fold0" / "history.json").read_text())
+    recipe = read_config(retriever)
+    return {"arm": f"the kit's retriever ({recipe['hard_negatives']} mined negative(s), {recipe['epochs']} epochs, "
+                   f"lr {recipe['lr']:g}) + the kit's reranker over its top {candidates} ({train_options} a step, "
+                   f"max_len {max_len}, lr {lr:g})",
+            **rerank_figures(data, retriever, table, out, candidates),
+            "true_item_in_candidates": built["true_item_in_candidates"], "minutes": minutes,
+            "train_seconds": history["seconds"], "epochs": epochs, "retriever": str(retriever.relative_to(ROOT)),
+            "run": str(out.relative_to(ROOT))}
+
+
+def rerank_figures(data: str, retriever: Path, table: Path, out: Path, candidates: int) -> dict:
+    """The final order's figures on the reranker's validation queries (the reranker's
+    probabilities over each one's top N, then the retriever's out-of-fold order), the retriever's
+    alone beside them, and the reranker's own CV."""
+    from utils import rerank
+    from utils.runs import read_metrics, read_oof
+
+    comp, queries, items, truth, va, seen = eedi_rows(data)
+    ranked = read_oof(out)
+    y, probs = ranked.objective.oof_arrays(ranked.frame, ("answer",))
+    ids = ranked.frame["id"].astype(str).to_numpy()
+    # The retriever's out-of-fold ranks of the same queries (fused 1 / (60 + rank) over its top
+    # 100), the reranker's probabilities above them over the top N: the final order.
+    base = read_oof(retriever)
+    catalogue = items["id"].astype(str).tolist()
+    base_truth, scores = base.objective.oof_arrays(base.frame.set_index("id").loc[ids].reset_index(), comp.target_cols,
+                                                   catalogue)
+    column = {v: i for i, v in enumerate(catalogue)}
+    cands = table_candidates(table / rerank.TRAIN, ids, candidates)
+    final = scores.copy()
+    for r, row in enumerate(cands):
+        final[r, [column[c] for c in row]] = 1e9 + probs[r]
+    _, df, _ = fold0(EEDI, data)
+    seen_by_id = dict(zip(df[comp.id_col].astype(str), seen))
+    seen_mask = np.array([seen_by_id[i] for i in ids])
+    return {**figures(base_truth, final, seen_mask), "retriever_alone": figures(base_truth, scores, seen_mask),
+            "reranker_cv": read_metrics(out)["cv"]}
+
+
+def table_candidates(path, ids, n: int) -> list:
+    """Each query's candidate ids as the reranker's table lists them, in `ids`' order."""
+    import pandas as pd
+
+    frame = pd.read_csv(path, dtype=str).set_index("id")
+    return [frame.loc[i, "candidate_ids"].split()[:n] for i in ids]
 
 
 def eedi_st(data: str, epochs: int, lr: float = RECIPE["lr"]) -> dict:
@@ -292,8 +363,8 @@ def table() -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("arm", nargs="?", choices=("eedi-zero", "eedi-kit", "eedi-st", "science-baselines", "science-kit",
-                                              "scaling"))
+    p.add_argument("arm", nargs="?", choices=("eedi-zero", "eedi-kit", "eedi-st", "eedi-rerank", "science-baselines",
+                                              "science-kit", "scaling"))
     p.add_argument("--data", help="the competition's folder")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--pooling", default="mean")
@@ -301,6 +372,11 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=RECIPE["lr"],
                    help="eedi-kit, eedi-st, science-kit: the encoder's learning rate")
     p.add_argument("--fit", default="", help="eedi-kit: how a long query is cut (head_tail keeps its end: the answers)")
+    p.add_argument("--retriever", help="eedi-rerank: a retriever run folder, every fold finished")
+    p.add_argument("--candidates", type=int, default=25, help="eedi-rerank: the top N reranked")
+    p.add_argument("--train-options", type=int, default=8, help="eedi-rerank: candidates a training query sees a step")
+    p.add_argument("--max-len", type=int, default=128, help="eedi-rerank: a (query, candidate) pair's tokens")
+    p.add_argument("--max-steps", type=int, default=0, help="eedi-rerank: stop after this many steps (a smoke run)")
     p.add_argument("--table", action="store_true")
     a = p.parse_args()
     if a.table or not a.arm:
@@ -310,6 +386,9 @@ def main() -> None:
         save("eedi", {**eedi_zero(a.data), "epochs": 0})
     elif a.arm == "eedi-kit":
         save("eedi", eedi_kit(a.data, a.epochs, a.pooling, a.hard_negatives, a.lr, a.fit))
+    elif a.arm == "eedi-rerank":
+        save("eedi", eedi_rerank(a.data, a.retriever, a.epochs, a.candidates, a.train_options, a.max_len, lr=a.lr,
+                                    max_steps=a.max_steps))
     elif a.arm == "eedi-st":
         save("eedi", eedi_st(a.data, a.epochs, a.lr))
     elif a.arm == "science-baselines":

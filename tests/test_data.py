@@ -144,8 +144,8 @@ def test_long_texts_are_fitted_head_or_head_and_tail_without_a_length_warning(
     vocab = "the cat sat on a mat while dog ran home".split()
     long = " ".join(vocab[i % 10] for i in range(700))  # past the 512 positions the model takes
     texts = ["the cat sat", long, " ".join(vocab * 2)]
-    head, n_cut = encode(texts, tok, 16)
-    assert head == tok(texts, truncation=True, max_length=16)["input_ids"] and n_cut == 2
+    head, cut = encode(texts, tok, 16)
+    assert head == tok(texts, truncation=True, max_length=16)["input_ids"] and cut == [1, 2]
     tail, _ = encode(texts, tok, 16, "head_tail")
     full = tok(texts[1], verbose=False)["input_ids"]
     # 14 tokens of room: the first 3 and the last 11, between the special tokens

@@ -212,6 +212,7 @@ def test_option_batches_score_each_option_and_compare_a_rows_options(tiny_bert):
     inputs = shape.inputs(comp, df)
     assert inputs[0] == tuple(("the cat", f"sat {x}") for x in "ABCDE")
     ds = shape.dataset(inputs, tok, 16, targets=np.array([1, 4]))
+    assert ds.n_truncated == 0 and shape.dataset(inputs, tok, 5).n_truncated == 2  # rows cut, not their 10 pairs
     batch = shape.collator(tok, torch.long)([ds[0], ds[1]])
     assert batch["input_ids"].shape[0] == 10 and batch["target"].tolist() == [1, 4]
     model = TextModel.from_backbone(tiny_bert, ModelSpec(pooling="mean", num_outputs=1, task="multiple_choice"))

@@ -69,9 +69,9 @@ def encode_windows(texts, tokenizer, max_len: int) -> tuple[list, list, int]:
     return out, owner, n_cut
 
 
-def encode(texts, tokenizer, max_len: int, fit: str = "head") -> tuple[list, int]:
-    """(token ids per text, special tokens included and at most max_len each; how many texts were
-    cut). A text is a string or a (first, second) pair (the tokenizer's text pair: the second is
+def encode(texts, tokenizer, max_len: int, fit: str = "head") -> tuple[list, list]:
+    """(token ids per text, special tokens included and at most max_len each; the indices of the
+    texts that were cut). A text is a string or a (first, second) pair (the tokenizer's text pair: the second is
     fitted to what the first leaves; the first, cut by `fit` too, keeps what the second leaves it
     and at least half of max_len: a long query before a short candidate keeps its end).
 
@@ -82,16 +82,16 @@ def encode(texts, tokenizer, max_len: int, fit: str = "head") -> tuple[list, int
     if fit not in ("head", "head_tail"):
         raise ValueError(f"unknown fit {fit!r}; valid: head, head_tail (windows: encode_windows)")
     texts, pairs, enc = _tokenize(texts, tokenizer)
-    out, n_cut = [], 0
+    out, cut = [], []
     for i, ids in enumerate(enc["input_ids"]):
         if len(ids) <= max_len:
             out.append(list(ids))
             continue
-        n_cut += 1
+        cut.append(i)
         # sequence ids: None for special tokens, 0 / 1 for the first / second text
         keep, body = _parts(enc.sequence_ids(i), pairs, max_len, fit)
         out.append([ids[j] for j in sorted(keep + _cut(body, max(0, max_len - len(keep)), fit))])
-    return out, n_cut
+    return out, cut
 
 
 class TextDataset(torch.utils.data.Dataset):
@@ -103,8 +103,10 @@ class TextDataset(torch.utils.data.Dataset):
     def __init__(self, texts, tokenizer, max_len: int, targets=None, weights=None, fit: str = "head"):
         if fit == "windows":
             self.input_ids, owner, self.n_truncated = encode_windows(texts, tokenizer, max_len)
+            self.cut = np.zeros(0, int)  # a long text is read whole, in windows
         else:
-            self.input_ids, self.n_truncated = encode(texts, tokenizer, max_len, fit)
+            self.input_ids, cut = encode(texts, tokenizer, max_len, fit)
+            self.cut, self.n_truncated = np.asarray(cut, dtype=int), len(cut)
             owner = range(len(self.input_ids))
         self.owner = np.asarray(owner, dtype=int)
         self.n_texts = int(self.owner.max()) + 1 if len(self.owner) else 0

@@ -147,7 +147,7 @@ def predict(retriever, reranker, test_csv, out, n: int | None = None, timings: d
     scores = predict_run(retriever, shape_of(comp).inputs(comp, test), items=items["text"].tolist(), **kw)
     scores = np.asarray(scores).reshape(len(test), -1)
     ids = np.asarray(items["id"])
-    cands = [list(ids[r]) for r in np.argsort(-scores, axis=1, kind="stable")[:, :n]]
+    cands = [list(ids[r]) for r in top_k(scores, n)]  # as the out-of-fold file's candidates are made
     rows = table(comp.input_texts(test), cands, items, n)
     t1 = time.time()
     probs = np.asarray(predict_run(reranker, shape_of(rr).inputs(rr, rows), **kw)).reshape(len(test), n)

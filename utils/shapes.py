@@ -93,7 +93,7 @@ class OptionsDataset(torch.utils.data.Dataset):
         self.k = len(inputs[0]) if inputs else 0
         flat = [pair for row in inputs for pair in row]
         self.inner = TextDataset(flat, tokenizer, max_len, fit="head" if fit == "windows" else fit)
-        self.n_truncated = self.inner.n_truncated
+        self.n_truncated = len(np.unique(self.inner.cut // self.k)) if self.k else 0  # rows, as for texts
         self.lengths = self.inner.lengths.reshape(-1, self.k).max(1) if self.k else np.zeros(0, int)
         self.targets = None if targets is None else np.asarray(targets)
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float32)
