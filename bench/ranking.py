@@ -138,6 +138,8 @@ def eedi_rerank(data: str, retriever: str, epochs: int, candidates: int = 25, tr
     queries with their out-of-fold candidates (every fold of `retriever` finished), each training
     query seeing `train_options` of them a step; scored, like the retrievers, on fold 0's queries
     in the final order (the reranker's over the top N, then the retriever's)."""
+    import pandas as pd
+
     from utils import rerank
     from utils.config import TrainConfig
     from utils.runs import read_config
@@ -155,13 +157,17 @@ def eedi_rerank(data: str, retriever: str, epochs: int, candidates: int = 25, tr
     run_cv(cfg)
     minutes = (time.time() - t0) / 60
     history = json.loads((out / "fold0" / "history.json").read_text())
+    # The offline submission's two stages on the test file (every retriever fold, the reranker's fold 0).
+    stages = {}
+    rerank.predict(retriever, out, Path(data) / "test.csv", table / "submission.csv", timings=stages, progress=False)
     recipe = read_config(retriever)
     return {"arm": f"the kit's retriever ({recipe['hard_negatives']} mined negative(s), {recipe['epochs']} epochs, "
                    f"lr {recipe['lr']:g}) + the kit's reranker over its top {candidates} ({train_options} a step, "
                    f"max_len {max_len}, lr {lr:g})",
             **rerank_figures(data, retriever, table, out, candidates),
             "true_item_in_candidates": built["true_item_in_candidates"], "minutes": minutes,
-            "train_seconds": history["seconds"], "epochs": epochs, "retriever": str(retriever.relative_to(ROOT)),
+            "train_seconds": history["seconds"], "test_rows": len(pd.read_csv(table / "submission.csv")),
+            "predict_seconds": stages, "epochs": epochs, "retriever": str(retriever.relative_to(ROOT)),
             "run": str(out.relative_to(ROOT))}
 
 
