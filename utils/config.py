@@ -151,7 +151,8 @@ class TrainConfig:
 
 
 RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers", "log_with")
-# A shape's settings (utils.shapes): a run's identity holds those of its own kind of rows only.
+# A shape's settings, by kind of rows: utils.shapes builds a shape from them, and a run's identity
+# holds those of its own kind only.
 SHAPE_SETTINGS = {"items": ("temperature", "hard_negatives"), "options": ("train_options",)}
 
 

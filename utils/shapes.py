@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from .batching import Batches, Collator, TextDataset, deal_evenly, sorted_batches
+from .config import SHAPE_SETTINGS
 from .metrics import METRICS
 from .objective import objective_of
 from .search import similarities
@@ -292,8 +293,5 @@ def shape_of(comp, cfg=None) -> TextRows:
     """The shape of a competition's rows (its objective's kind); its settings from cfg (a
     retriever's temperature and negatives, the options a multiple-choice row trains on)."""
     kind = objective_of(comp).kind
-    if kind == "items" and cfg is not None:
-        return CatalogueRows(cfg.temperature, cfg.hard_negatives)
-    if kind == "options" and cfg is not None:
-        return OptionRows(cfg.train_options)
-    return SHAPES.get(kind, TextRows)()
+    settings = {k: getattr(cfg, k) for k in SHAPE_SETTINGS.get(kind, ())} if cfg is not None else {}
+    return SHAPES.get(kind, TextRows)(**settings)
