@@ -176,6 +176,7 @@ def rerank_figures(data: str, retriever: Path, table: Path, out: Path, candidate
     probabilities over each one's top N, then the retriever's out-of-fold order), the retriever's
     alone beside them, and the reranker's own CV."""
     from utils import rerank
+    from utils.metrics import METRICS
     from utils.runs import read_metrics, read_oof
 
     comp, queries, items, truth, va, seen = eedi_rows(data)
@@ -190,14 +191,41 @@ def rerank_figures(data: str, retriever: Path, table: Path, out: Path, candidate
                                                    catalogue)
     column = {v: i for i, v in enumerate(catalogue)}
     cands = table_candidates(table / rerank.TRAIN, ids, candidates)
-    final = scores.copy()
+    # The mixed order (utils.rerank.mix): the prior's weight fitted honestly within fold 0, the
+    # only fold trained: each half of its questions mixed with the weight the other half chose.
+    halves = question_halves(ids)
+    mixed, weights = rerank.cross_fit(probs, y, halves, METRICS[f"map@{candidates}"])
+    final, final_mixed = scores.copy(), scores.copy()
     for r, row in enumerate(cands):
-        final[r, [column[c] for c in row]] = 1e9 + probs[r]
+        cols = [column[c] for c in row]
+        final[r, cols] = 1e9 + probs[r]
+        final_mixed[r, cols] = 1e9 + mixed[r]
     _, df, _ = fold0(EEDI, data)
     seen_by_id = dict(zip(df[comp.id_col].astype(str), seen))
     seen_mask = np.array([seen_by_id[i] for i in ids])
     return {**figures(base_truth, final, seen_mask), "retriever_alone": figures(base_truth, scores, seen_mask),
+            "mixed": {**figures(base_truth, final_mixed, seen_mask), "weights": {str(k): v for k, v in weights.items()},
+                      "weight_all": rerank.fit_weight(probs, y, METRICS[f"map@{candidates}"])},
             "reranker_cv": read_metrics(out)["cv"]}
+
+
+def question_halves(ids) -> np.ndarray:
+    """Each query id's half (0 or 1) of fold 0's questions, drawn at random with a fixed seed: no
+    question in both (Eedi's ids are QuestionId_Answer)."""
+    questions = np.array([i.split("_")[0] for i in ids])
+    names = np.unique(questions)
+    half = dict(zip(names, np.random.default_rng(0).permutation(len(names)) % 2))
+    return np.array([half[q] for q in questions])
+
+
+def eedi_rerank_mix(data: str, retriever: str, reranker: str, candidates: int = 25) -> dict:
+    """A trained reranker's figures again (the mixed order's among them), into its saved entry."""
+    from utils.runs import read_config
+
+    reranker = Path(reranker).resolve()
+    table = Path(read_config(reranker)["train_csv"]).parent
+    entry = next(r for r in load().get("eedi", []) if r.get("run") == str(reranker.relative_to(ROOT)))
+    return {**entry, **rerank_figures(data, Path(retriever).resolve(), table, reranker, candidates)}
 
 
 def table_candidates(path, ids, n: int) -> list:
@@ -346,9 +374,15 @@ def table() -> str:
              "| retriever | epochs | MAP@25 | recall@25 | MAP@25 unseen | recall@25 unseen | recall@100 | minutes |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in res.get("eedi", []):
-        lines.append(f"| {r['arm']} | {r.get('epochs', 0)} | {r['map@25_all']:.4f} | {r['recall@25_all']:.4f} | "
-                     f"{r['map@25_unseen']:.4f} | {r['recall@25_unseen']:.4f} | {r['recall@100_all']:.4f} | "
-                     f"{r['minutes']:.1f} |")
+        rows = [(r["arm"], r)]
+        if "mixed" in r:
+            w = ", ".join(f"{v:g}" for v in r["mixed"]["weights"].values())
+            rows.append((f"the same, mixed with the retriever's ranks (the prior's weight {w}, each half of fold 0's "
+                         "questions with the other half's)", r["mixed"]))
+        for arm, f in rows:
+            lines.append(f"| {arm} | {r.get('epochs', 0)} | {f['map@25_all']:.4f} | {f['recall@25_all']:.4f} | "
+                         f"{f['map@25_unseen']:.4f} | {f['recall@25_unseen']:.4f} | {f['recall@100_all']:.4f} | "
+                         f"{r['minutes']:.1f} |")
     lines += ["", "LLM Science Exam, fold 0 of 5:", "", "| scorer | epochs | MAP@3 | minutes |",
               "| --- | --- | --- | --- |"]
     for r in res.get("science", []):
@@ -369,7 +403,8 @@ def table() -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("arm", nargs="?", choices=("eedi-zero", "eedi-kit", "eedi-st", "eedi-rerank", "science-baselines",
+    p.add_argument("arm", nargs="?", choices=("eedi-zero", "eedi-kit", "eedi-st", "eedi-rerank", "eedi-rerank-mix",
+                                           "science-baselines",
                                               "science-kit", "scaling"))
     p.add_argument("--data", help="the competition's folder")
     p.add_argument("--epochs", type=int, default=2)
@@ -379,6 +414,7 @@ def main() -> None:
                    help="eedi-kit, eedi-st, science-kit: the encoder's learning rate")
     p.add_argument("--fit", default="", help="eedi-kit: how a long query is cut (head_tail keeps its end: the answers)")
     p.add_argument("--retriever", help="eedi-rerank: a retriever run folder, every fold finished")
+    p.add_argument("--reranker", help="eedi-rerank-mix: a reranker run of eedi-rerank, its figures again")
     p.add_argument("--candidates", type=int, default=25, help="eedi-rerank: the top N reranked")
     p.add_argument("--train-options", type=int, default=8, help="eedi-rerank: candidates a training query sees a step")
     p.add_argument("--max-len", type=int, default=128, help="eedi-rerank: a (query, candidate) pair's tokens")
@@ -395,6 +431,8 @@ def main() -> None:
     elif a.arm == "eedi-rerank":
         save("eedi", eedi_rerank(a.data, a.retriever, a.epochs, a.candidates, a.train_options, a.max_len, lr=a.lr,
                                     max_steps=a.max_steps))
+    elif a.arm == "eedi-rerank-mix":
+        save("eedi", eedi_rerank_mix(a.data, a.retriever, a.reranker, a.candidates))
     elif a.arm == "eedi-st":
         save("eedi", eedi_st(a.data, a.epochs, a.lr))
     elif a.arm == "science-baselines":

@@ -95,8 +95,12 @@ if reranker:  # retrieve with the one run, then rerank its top N
     from utils import rerank
 
     assert len(paths) == 1 and not blend_json, "a reranker follows one retriever run, unblended"
+    prior = rerank.prior(root / reranker)  # the weight of the retriever's ranks, fitted on its out-of-fold file
+    print(f"final order: the reranker's mixed with the retriever's ranks, weight {prior['weight']:g} "
+          f"({prior['metric']} out of fold: reranker alone {prior['reranker']:.4f}, mixed {prior['mixed_in_sample']:.4f})")
     submission = rerank.predict(paths[0], root / reranker, data / comp.test_file, out / "submission.csv",
-                                timings=timings, batch_size=batch_size, base_model=base_model or None)
+                                timings=timings, weight=prior["weight"], batch_size=batch_size,
+                                base_model=base_model or None)
 else:
     submission = submit(paths, data / comp.test_file, out / "submission.csv",
                         blend_json=root / blend_json if blend_json else None, timings=timings,

@@ -541,12 +541,31 @@ def test_a_reranker_trains_on_out_of_fold_candidates_and_its_cv_is_the_final_ran
     assert history["n_train"] == int(((folds.set_index("id").loc[table["id"], "fold"] != "0").to_numpy()
                                       & (table["answer"] != "none").to_numpy()).sum())
 
+    fitted = rerank.prior(tmp_path / "rerank")  # the mix with the retriever's ranks, on this out-of-fold file
+    assert fitted["reranker"] == pytest.approx(metrics["cv"])
+    assert fitted["retriever"] == pytest.approx(np.mean([1 / (1 + t) if t >= 0 else 0.0 for t in y]))
+    assert fitted["mixed_in_sample"] >= fitted["reranker"]  # weight 0, the reranker alone, is on the grid
+    assert set(fitted["fold_weights"]) == set(folds["fold"]) and 0 <= fitted["cv"] <= 1
+    assert rerank.main(["prior", "--reranker", str(tmp_path / "rerank")]) == 0
+    assert "honest CV" in capsys.readouterr().out
+
+    from utils.predict import submit
+
     sub = tmp_path / "s.csv"
+    got = {w: rerank.predict(tmp_path / "run", tmp_path / "rerank", data / "test.csv", sub, weight=w, progress=False)
+           for w in (None, 0.0, 1e6)}
+    retrieved = submit([tmp_path / "run"], data / "test.csv", tmp_path / "retrieved.csv", progress=False)
+    assert got[1e6].equals(retrieved)  # a large weight: the retriever's own submission
+    assert not got[0.0].equals(retrieved)  # weight 0: the reranker's order over the top 25
     assert rerank.main(["predict", "--retriever", str(tmp_path / "run"), "--reranker", str(tmp_path / "rerank"),
                         "--test-csv", str(data / "test.csv"), "--out", str(sub)]) == 0
-    got = pd.read_csv(sub, dtype=str)
-    assert got["QuestionId_Answer"].tolist() == ["1869_B", "1869_C", "1869_D"]
-    assert all(len(set(a.split())) == 25 for a in got["MisconceptionId"])
+    got_cli = pd.read_csv(sub, dtype=str)
+    assert got_cli["QuestionId_Answer"].tolist() == ["1869_B", "1869_C", "1869_D"]
+    assert all(len(set(a.split())) == 25 for a in got_cli["MisconceptionId"])
+    assert got_cli.equals(got[None].astype(str))  # the CLI mixes with the fitted weight
+    assert rerank.main(["predict", "--retriever", str(tmp_path / "run"), "--reranker", str(tmp_path / "rerank"),
+                        "--test-csv", str(data / "test.csv"), "--out", str(sub), "--prior-weight", "-1"]) == 2
+    one_line(capsys.readouterr().err.strip(), "--prior-weight -1")
 
 
 def test_the_final_order_is_the_rerankers_over_the_top_n_then_the_retrievers():
@@ -555,6 +574,41 @@ def test_the_final_order_is_the_rerankers_over_the_top_n_then_the_retrievers():
     retriever = np.array([[0.9, 0.8, 0.7, 0.6, 0.5]])
     final = rerank(retriever, np.array([[0.1, 0.7, 0.2]]), 3)  # the reranker prefers item 1, then 2, then 0
     assert list(np.argsort(-final[0], kind="stable")) == [1, 2, 0, 3, 4]
+
+
+def test_the_retrievers_ranks_weigh_on_the_rerankers_order_with_a_weight_no_fold_chose_for_itself():
+    """mix: weight 0 is the reranker's order, a large one the retriever's; cross_fit mixes each
+    fold's rows with the weight fitted on the other folds' rows, so changing a fold's own rows
+    never changes its weight."""
+    from utils.metrics import METRICS
+    from utils.rerank import PRIOR_WEIGHTS, cross_fit, fit_weight, mix, rerank
+
+    probs = np.array([[0.1, 0.6, 0.3]])
+    assert list(np.argsort(-mix(probs, 0.0)[0], kind="stable")) == [1, 2, 0]
+    assert list(np.argsort(-mix(probs, 50.0)[0], kind="stable")) == [0, 1, 2]
+    final = rerank(np.array([[0.9, 0.8, 0.7, 0.6]]), np.array([[0.3, 0.5, 0.2]]), 3, weight=1.0)
+    assert list(np.argsort(-final[0], kind="stable")) == [0, 1, 2, 3]  # 0.3 / 1 beats 0.5 / 2 (weight 0: 1 first)
+
+    rng = np.random.default_rng(0)
+    metric = METRICS["map@5"]
+    n, k = 120, 8
+    truth = rng.integers(0, k, n)
+    probs = rng.dirichlet(np.ones(k), n)
+    probs[np.arange(n), truth] += rng.random(n) * (truth < 3)  # the reranker is right on the retriever's top 3
+    probs /= probs.sum(1, keepdims=True)
+    folds = np.arange(n) % 3
+    scores, weights = cross_fit(probs, truth, folds, metric)
+    for f in range(3):
+        assert weights[f] == fit_weight(probs[folds != f], truth[folds != f], metric) and weights[f] in PRIOR_WEIGHTS
+        np.testing.assert_allclose(scores[folds == f], mix(probs[folds == f], weights[f]))
+        other = probs.copy()
+        other[folds == f] = rng.dirichlet(np.ones(k), int((folds == f).sum()))  # fold f's own rows changed
+        assert cross_fit(other, truth, folds, metric)[1][f] == weights[f]
+    best = fit_weight(probs, truth, metric)
+    assert metric.score(truth, mix(probs, best)) == max(metric.score(truth, mix(probs, w)) for w in PRIOR_WEIGHTS)
+    with pytest.raises(ValueError) as e:
+        cross_fit(probs, truth, np.zeros(n, int), metric)
+    one_line(e.value, "two folds at least")
 
 
 def test_pseudo_labels_of_a_ranking_are_refused_in_one_line():

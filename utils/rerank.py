@@ -13,8 +13,16 @@ Honest end to end: a training query's candidates are the retriever's out-of-fold
 candidates test time sees; the reranker trains on the retriever's own folds, so a query's rerank
 score comes from a model that never trained on it either. A query whose true item is not among its N candidates is
 never trained on and is validated all the same, scoring 0 (`no_answer`): with N >= answer_k the
-reranker's CV is the MAP@k of the final ranking (the reranker's order over the top N, then the
-retriever's, past rank k).
+reranker's CV is the MAP@k of the reranker's order over the top N, then the retriever's.
+
+The final order mixes the two: a candidate at the retriever's rank r (0 first) scores
+log p_reranker - weight * log(1 + r), the retriever's rank a prior over the reranker's verdict
+(weight 0: the reranker alone; large: the retriever's order). A reranker trained on the items
+the labels tag learns to prefer them; the prior keeps the items it never saw within reach. The
+weight is fitted on the reranker's out-of-fold file (a grid, the best MAP@k), and its CV is honest:
+each fold's queries mixed with the weight the other folds chose:
+
+    python -m utils.rerank prior --reranker runs/eedi-rerank
 
 Light: pandas; torch only when predicting.
 """
@@ -33,12 +41,13 @@ from .cli import HelpFormatter, cli_error, first_paragraph
 from .competition import SEP, Competition
 from .data import DataError
 from .files import write_csv
-from .metrics import top_k
+from .metrics import METRICS, top_k
 from .runs import FOLDS, read_folds, read_oof, run_competition
 from .tables import read_catalogue, read_split, read_table
 
 TRAIN, DESCRIPTION = "rerank_train.csv", "competition.json"
 NO_ANSWER = "none"
+PRIOR_WEIGHTS = tuple(float(w) for w in np.arange(0, 4.01, 0.25))  # the grid a weight is fitted on
 
 
 def option_names(n: int) -> tuple:
@@ -108,14 +117,61 @@ def build(retriever, data_dir, n: int, out) -> dict:
     return {"rows": len(frame), "true_item_in_candidates": found, "description": str(out / DESCRIPTION)}
 
 
-def rerank(retriever_scores: np.ndarray, reranker_probs: np.ndarray, n: int) -> np.ndarray:
-    """(rows, items) scores whose order is the reranker's over each row's top n items of the
-    retriever, then the retriever's for the rest."""
+def mix(probs: np.ndarray, weight: float) -> np.ndarray:
+    """(rows, n) final scores of each row's n candidates, in the retriever's order: the reranker's
+    log-probability of each plus `weight` times the log of a prior 1 / (1 + rank) over the
+    retriever's ranks (weight 0: the reranker's order; large: the retriever's)."""
+    return np.log(np.clip(probs, 1e-12, None)) - weight * np.log1p(np.arange(probs.shape[1]))
+
+
+def fit_weight(probs: np.ndarray, truth: np.ndarray, metric) -> float:
+    """The grid's weight whose mixed order scores best by `metric` (the smallest among equals)."""
+    scores = [metric.score(truth, mix(probs, w)) for w in PRIOR_WEIGHTS]
+    return PRIOR_WEIGHTS[int(np.argmax(scores))]
+
+
+def cross_fit(probs: np.ndarray, truth: np.ndarray, folds: np.ndarray, metric) -> tuple[np.ndarray, dict]:
+    """(each row's mixed scores with the weight fitted on the other folds' rows, {fold: weight}):
+    no row's order depends on a weight its own fold chose. Needs two folds at least."""
+    names = list(dict.fromkeys(folds.tolist()))
+    if len(names) < 2:
+        raise ValueError(f"an honest weight needs out-of-fold rows of two folds at least (found {len(names)}): "
+                         "finish another fold of the reranker")
+    out, weights = np.empty_like(probs, dtype=float), {}
+    for f in names:
+        mine = folds == f
+        weights[f] = fit_weight(probs[~mine], truth[~mine], metric)
+        out[mine] = mix(probs[mine], weights[f])
+    return out, weights
+
+
+def prior(reranker) -> dict:
+    """The reranker run's out-of-fold figures by its metric: the reranker's order alone, the
+    retriever's order (its candidates as listed), and the mixed one, its weight fitted on every
+    row (what the submission uses) and, with two folds or more, its honest CV (each fold mixed with
+    the weight the other folds chose)."""
+    run = read_oof(reranker)
+    metric = METRICS[run.metric]
+    truth, probs = run.objective.oof_arrays(run.frame, run.truth)
+    weight = fit_weight(probs, truth, metric)
+    out = {"metric": run.metric, "rows": len(truth), "weight": weight,
+           "reranker": metric.score(truth, probs), "retriever": metric.score(truth, mix(probs, 1e6)),
+           "mixed_in_sample": metric.score(truth, mix(probs, weight))}
+    folds = run.frame["fold"].astype(str).to_numpy()
+    if len(set(folds)) > 1:
+        scores, weights = cross_fit(probs, truth, folds, metric)
+        out.update(cv=metric.score(truth, scores), fold_weights=weights)
+    return out
+
+
+def rerank(retriever_scores: np.ndarray, reranker_probs: np.ndarray, n: int, weight: float = 0.0) -> np.ndarray:
+    """(rows, items) scores whose order is the mixed one (`mix`) over each row's top n items of
+    the retriever, then the retriever's for the rest."""
     top = top_k(retriever_scores, n)
     out = np.argsort(np.argsort(-retriever_scores, axis=1, kind="stable"), axis=1).astype(float)
     out = -out  # the retriever's order, as scores
     rows = np.arange(len(top))[:, None]
-    out[rows, top] = 1e9 + reranker_probs  # the top n above every other item, in the reranker's order
+    out[rows, top] = 1e9 + mix(reranker_probs, weight)  # the top n above every other item, in the mixed order
     return out
 
 
@@ -131,15 +187,20 @@ def check_pair(retriever, reranker) -> tuple[Competition, Competition]:
 
 
 def predict(retriever, reranker, test_csv, out, n: int | None = None, timings: dict | None = None,
-            **kw) -> pd.DataFrame:
+            weight: float | None = None, **kw) -> pd.DataFrame:
     """The submission: the retriever ranks the catalogue beside the test file, the reranker
-    reorders each row's top n; written in the sample submission's rows and column. `timings`
-    gets the seconds of each stage ('retrieve', 'rerank')."""
+    reorders each row's top n, mixed with the retriever's ranks by `weight` (None: the one fitted
+    on the reranker's out-of-fold file, `prior`); written in the sample submission's rows and
+    column. `timings` gets the seconds of each stage ('retrieve', 'rerank')."""
     from .predict import check_sample, predict_run, write_submission  # torch: only when predicting
     from .shapes import shape_of  # torch too
 
     comp, rr = check_pair(retriever, reranker)
     n = n or len(rr.options)
+    weight = prior(reranker)["weight"] if weight is None else weight
+    if weight < 0:
+        raise ValueError(f"--prior-weight {weight:g}: a weight of the retriever's ranks is 0 (the reranker alone) "
+                         "or more")
     test = read_split(comp, test_csv, "test", blank="ranked all the same")
     items = read_catalogue(comp, Path(test_csv).parent)
     sample = check_sample(Path(test_csv).parent / comp.sample_submission)
@@ -151,7 +212,7 @@ def predict(retriever, reranker, test_csv, out, n: int | None = None, timings: d
     rows = table(comp.input_texts(test), cands, items, n)
     t1 = time.time()
     probs = np.asarray(predict_run(reranker, shape_of(rr).inputs(rr, rows), **kw)).reshape(len(test), n)
-    final = rerank(scores, probs, n)
+    final = rerank(scores, probs, n, weight)
     if timings is not None:
         timings.update(retrieve=t1 - t0, rerank=time.time() - t1)
     return write_submission(out, test, final, comp, {"target_names": list(ids)}, None, sample)
@@ -173,6 +234,12 @@ def main(argv=None) -> int:
     q.add_argument("--reranker", required=True, help="the reranker run folder")
     q.add_argument("--test-csv", required=True, help="the competition's test file (its catalogue and sample beside it)")
     q.add_argument("--out", default="submission.csv", help="the submission to write")
+    q.add_argument("--prior-weight", type=float, default=None,
+                   help="the weight of the retriever's ranks in the final order (0: the reranker alone); "
+                        "default: the one fitted on the reranker's out-of-fold file")
+    f = sub.add_parser("prior", help="the reranker's out-of-fold MAP@k alone, in the retriever's order, and mixed "
+                                     "(the weight fitted, its honest CV)", formatter_class=HelpFormatter)
+    f.add_argument("--reranker", required=True, help="the reranker run folder")
     a = p.parse_args(argv)
     try:
         if a.cmd == "build":
@@ -180,8 +247,16 @@ def main(argv=None) -> int:
             print(f"{r['rows']} queries; the true item is among the top {a.candidates} candidates of "
                   f"{r['true_item_in_candidates']:.1%}; train with --competition {r['description']} "
                   f"--train-csv {Path(a.out) / TRAIN}")
+        elif a.cmd == "prior":
+            r = prior(a.reranker)
+            cv = (f"; honest CV {r['cv']:.4f} (each fold mixed with the other folds' weight: "
+                  f"{', '.join(f'{k}: {v:g}' for k, v in r['fold_weights'].items())})" if "cv" in r else
+                  "; one fold only: no honest CV of the mix yet")
+            print(f"{r['metric']} of {r['rows']} out-of-fold queries: the reranker alone {r['reranker']:.4f}, the "
+                  f"retriever's order {r['retriever']:.4f}, mixed {r['mixed_in_sample']:.4f} with weight "
+                  f"{r['weight']:g} (the submission's){cv}")
         else:
-            sub_ = predict(a.retriever, a.reranker, a.test_csv, a.out, progress=False)
+            sub_ = predict(a.retriever, a.reranker, a.test_csv, a.out, weight=a.prior_weight, progress=False)
             print(f"wrote {a.out} ({len(sub_)} rows)")
     except (DataError, ValueError, OSError) as e:
         return cli_error(e)
