@@ -284,7 +284,7 @@ def science_baselines(data: str) -> list:
 
 
 def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 128, batch_size: int = 8,
-                lr: float = 3e-5) -> dict:
+                lr: float = 3e-5, backbone_dropout: bool = False) -> dict:
     from utils.config import TrainConfig
     from utils.metrics import METRICS
     from utils.runs import read_oof
@@ -294,16 +294,17 @@ def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 12
     out = Path(tempfile.mkdtemp(prefix="science-", dir=ROOT / "runs"))
     cfg = TrainConfig(train_csv=str(Path(data) / "train.csv"), out=str(out), model=minilm(), competition=SCIENCE,
                       only_folds=(0,), epochs=epochs, eval_every=10_000, progress=False, pooling=pooling,
-                      max_len=max_len, batch_size=batch_size, lr=lr)
+                      max_len=max_len, batch_size=batch_size, lr=lr, backbone_dropout=backbone_dropout)
     t0 = time.time()
     run_cv(cfg)
     run = read_oof(out)
     y, p = run.objective.oof_arrays(run.frame, ("answer",))
-    recipe = f", lr {lr:g}" if lr != 3e-5 else ""
+    recipe = (f", lr {lr:g}" if lr != 3e-5 else "") + (", backbone dropout" if backbone_dropout else "")
     return {"arm": f"the kit's multiple-choice scorer ({pooling} pooling{recipe})",
             "map@3": METRICS["map@3"].score(y, p),
             "accuracy": float(np.mean(p.argmax(1) == y)), "minutes": (time.time() - t0) / 60, "epochs": epochs,
             "questions": int(len(y)), "max_len": max_len, "batch_size": batch_size, "lr": lr,
+            "backbone_dropout": backbone_dropout,
             "run": str(out.relative_to(ROOT))}
 
 
@@ -419,6 +420,7 @@ def main() -> None:
     p.add_argument("--train-options", type=int, default=8, help="eedi-rerank: candidates a training query sees a step")
     p.add_argument("--max-len", type=int, default=128, help="eedi-rerank: a (query, candidate) pair's tokens")
     p.add_argument("--max-steps", type=int, default=0, help="eedi-rerank: stop after this many steps (a smoke run)")
+    p.add_argument("--backbone-dropout", action="store_true", help="science-kit: the backbone's dropout on")
     p.add_argument("--table", action="store_true")
     a = p.parse_args()
     if a.table or not a.arm:
@@ -439,7 +441,7 @@ def main() -> None:
         for r in science_baselines(a.data):
             save("science", r)
     elif a.arm == "science-kit":
-        save("science", science_kit(a.data, a.epochs, a.pooling, lr=a.lr))
+        save("science", science_kit(a.data, a.epochs, a.pooling, lr=a.lr, backbone_dropout=a.backbone_dropout))
     else:
         save("scaling", scaling(a.data or ""), by="")
     print(table())

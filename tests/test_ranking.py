@@ -611,6 +611,27 @@ def test_the_retrievers_ranks_weigh_on_the_rerankers_order_with_a_weight_no_fold
     one_line(e.value, "two folds at least")
 
 
+def test_a_catalogue_is_read_once_while_its_file_is_unchanged(tmp_path, monkeypatch):
+    """A run's folds and checks all ask for the catalogue: one read of the file until it changes;
+    a caller changing its copy changes no other caller's."""
+    import utils.tables as tables
+
+    comp = BUILTIN[EEDI]
+    path = tmp_path / comp.catalogue[0]
+    pd.DataFrame({"MisconceptionId": range(30), "MisconceptionName": [f"m{i}" for i in range(30)]}).to_csv(path,
+                                                                                                         index=False)
+    reads = []
+    load = tables.load_csv
+    monkeypatch.setattr(tables, "load_csv", lambda *a, **k: reads.append(a) or load(*a, **k))
+    first = read_catalogue(comp, tmp_path)
+    first.loc[0, "text"] = "changed by a caller"
+    assert read_catalogue(comp, tmp_path)["text"].iloc[0] == "m0" and len(reads) == 1
+    pd.DataFrame({"MisconceptionId": range(31), "MisconceptionName": [f"n{i}" for i in range(31)]}).to_csv(path,
+                                                                                                         index=False)
+    again = read_catalogue(comp, tmp_path)
+    assert len(reads) == 2 and len(again) == 31 and again["text"].iloc[0] == "n0"
+
+
 def test_pseudo_labels_of_a_ranking_are_refused_in_one_line():
     from utils.pseudo import check_not_ranking
 

@@ -7,6 +7,7 @@ Light: pandas and scikit-learn, no torch.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -93,9 +94,21 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
 def read_catalogue(comp: Competition, folder) -> pd.DataFrame:
     """A retrieval competition's catalogue (its file beside the competition's files, or in another
     Kaggle dataset: join_path): columns id and text, ids as strings, in the file's order; one line
-    naming the file on a missing column, a repeated id or a blank text."""
+    naming the file on a missing column, a repeated id or a blank text. Read once while the file
+    is unchanged (a run's folds and checks all ask for it)."""
     file, id_col, text_col = comp.catalogue
     path = join_path(Path(folder), file)
+    try:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        key = (str(path), None, None)  # load_csv says what is missing
+    return _catalogue(key, id_col, text_col, comp.answer_k).copy()
+
+
+@functools.lru_cache(maxsize=4)
+def _catalogue(key: tuple, id_col: str, text_col: str, answer_k: int) -> pd.DataFrame:
+    path = Path(key[0])
     table = load_csv(path, id_col)
     for c in (id_col, text_col):
         if c not in table.columns:
@@ -110,9 +123,9 @@ def read_catalogue(comp: Competition, folder) -> pd.DataFrame:
     if blank.any():
         raise DataError(f"{path.name}: column {text_col!r} is blank for {int(blank.sum())} item(s), e.g. id "
                         f"{ids[blank].iloc[0]!r}: every item needs a text")
-    if comp.answer_k > len(table):
+    if answer_k > len(table):
         raise DataError(f"{path.name}: the catalogue holds {len(table)} items, fewer than the answer_k "
-                        f"{comp.answer_k} answers a row lists")
+                        f"{answer_k} answers a row lists")
     return pd.DataFrame({"id": ids.to_numpy(), "text": texts.astype(str).to_numpy()})
 
 
