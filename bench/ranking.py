@@ -193,8 +193,8 @@ def rerank_figures(data: str, retriever: Path, table: Path, out: Path, candidate
     cands = table_candidates(table / rerank.TRAIN, ids, candidates)
     # The mixed order (utils.rerank.mix): the prior's weight fitted honestly within fold 0, the
     # only fold trained: each half of its questions mixed with the weight the other half chose.
-    halves = question_halves(ids)
-    mixed, weights = rerank.cross_fit(probs, y, halves, METRICS[f"map@{candidates}"])
+    metric = METRICS[comp.metric_name]
+    mixed, weights = rerank.cross_fit(probs, y, question_halves(ids), metric)
     final, final_mixed = scores.copy(), scores.copy()
     for r, row in enumerate(cands):
         cols = [column[c] for c in row]
@@ -205,7 +205,7 @@ def rerank_figures(data: str, retriever: Path, table: Path, out: Path, candidate
     seen_mask = np.array([seen_by_id[i] for i in ids])
     return {**figures(base_truth, final, seen_mask), "retriever_alone": figures(base_truth, scores, seen_mask),
             "mixed": {**figures(base_truth, final_mixed, seen_mask), "weights": {str(k): v for k, v in weights.items()},
-                      "weight_all": rerank.fit_weight(probs, y, METRICS[f"map@{candidates}"])},
+                      "weight_all": rerank.fit_weight(probs, y, metric)},
             "reranker_cv": read_metrics(out)["cv"]}
 
 
@@ -405,8 +405,7 @@ def table() -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("arm", nargs="?", choices=("eedi-zero", "eedi-kit", "eedi-st", "eedi-rerank", "eedi-rerank-mix",
-                                           "science-baselines",
-                                              "science-kit", "scaling"))
+                                              "science-baselines", "science-kit", "scaling"))
     p.add_argument("--data", help="the competition's folder")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--pooling", default="mean")

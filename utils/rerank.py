@@ -145,19 +145,29 @@ def cross_fit(probs: np.ndarray, truth: np.ndarray, folds: np.ndarray, metric) -
     return out, weights
 
 
+def _out_of_fold(reranker) -> tuple:
+    """(metric, truth, probabilities, folds) of a reranker run's out-of-fold file."""
+    run = read_oof(reranker)
+    truth, probs = run.objective.oof_arrays(run.frame, run.truth)
+    return METRICS[run.metric], truth, probs, run.frame["fold"].astype(str).to_numpy()
+
+
+def prior_weight(reranker) -> float:
+    """The weight the submission mixes with: fitted on every out-of-fold row of the reranker."""
+    metric, truth, probs, _ = _out_of_fold(reranker)
+    return fit_weight(probs, truth, metric)
+
+
 def prior(reranker) -> dict:
     """The reranker run's out-of-fold figures by its metric: the reranker's order alone, the
     retriever's order (its candidates as listed), and the mixed one, its weight fitted on every
     row (what the submission uses) and, with two folds or more, its honest CV (each fold mixed with
     the weight the other folds chose)."""
-    run = read_oof(reranker)
-    metric = METRICS[run.metric]
-    truth, probs = run.objective.oof_arrays(run.frame, run.truth)
+    metric, truth, probs, folds = _out_of_fold(reranker)
     weight = fit_weight(probs, truth, metric)
-    out = {"metric": run.metric, "rows": len(truth), "weight": weight,
+    out = {"metric": metric.name, "rows": len(truth), "weight": weight,
            "reranker": metric.score(truth, probs), "retriever": metric.score(truth, mix(probs, 1e6)),
            "mixed_in_sample": metric.score(truth, mix(probs, weight))}
-    folds = run.frame["fold"].astype(str).to_numpy()
     if len(set(folds)) > 1:
         scores, weights = cross_fit(probs, truth, folds, metric)
         out.update(cv=metric.score(truth, scores), fold_weights=weights)
@@ -190,14 +200,14 @@ def predict(retriever, reranker, test_csv, out, n: int | None = None, timings: d
             weight: float | None = None, **kw) -> pd.DataFrame:
     """The submission: the retriever ranks the catalogue beside the test file, the reranker
     reorders each row's top n, mixed with the retriever's ranks by `weight` (None: the one fitted
-    on the reranker's out-of-fold file, `prior`); written in the sample submission's rows and
+    on the reranker's out-of-fold file, `prior_weight`); written in the sample submission's rows and
     column. `timings` gets the seconds of each stage ('retrieve', 'rerank')."""
     from .predict import check_sample, predict_run, write_submission  # torch: only when predicting
     from .shapes import shape_of  # torch too
 
     comp, rr = check_pair(retriever, reranker)
     n = n or len(rr.options)
-    weight = prior(reranker)["weight"] if weight is None else weight
+    weight = prior_weight(reranker) if weight is None else weight
     if weight < 0:
         raise ValueError(f"--prior-weight {weight:g}: a weight of the retriever's ranks is 0 (the reranker alone) "
                          "or more")

@@ -100,7 +100,7 @@ def read_catalogue(comp: Competition, folder) -> pd.DataFrame:
     path = join_path(Path(folder), file)
     try:
         stat = path.stat()
-        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
     except OSError:
         key = (str(path), None, None)  # load_csv says what is missing
     return _catalogue(key, id_col, text_col, comp.answer_k).copy()
