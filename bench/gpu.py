@@ -16,8 +16,9 @@ train_fold: accelerate with mixed_precision, GradScaler for fp16), on fold 0 of 
   checkpointing off | on                          TrainConfig.gradient_checkpointing, at the
                                                   precision the kit picks here (precision_for)
 Each: samples/s over the steps after --warmup-steps (stamped at each optimizer step, CUDA
-synchronised), peak GPU memory (torch.cuda.max_memory_allocated, reset between arms) and the
-valid RMSE after --steps optimizer steps. The carried weights are fp16 on disk; the kit
+synchronised), the median of --train-repeats passes over the arms in alternating order (on CUDA
+after an untimed warm-up pass), peak GPU memory (torch.cuda.max_memory_allocated, reset between
+arms) and the valid RMSE after --steps optimizer steps (the first pass's). The carried weights are fp16 on disk; the kit
 (TextModel.from_backbone) trains fp32 master weights whatever the stored dtype (the JSON records
 the dtype the model trained in).
 
@@ -78,9 +79,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spec
 PRECISIONS = ("fp32", "fp16", "bf16")
 MAX_LENS = (256, 512)
 GPU_DEFAULTS = dict(steps=120, warmup_steps=10, batch_size=16, train_rows=0, infer_rows=0,
-                    infer_batch_size=64, repeats=3)
+                    infer_batch_size=64, repeats=3, train_repeats=2)
 SMOKE_DEFAULTS = dict(steps=6, warmup_steps=2, batch_size=8, train_rows=64, infer_rows=32,
-                      infer_batch_size=16, repeats=1)
+                      infer_batch_size=16, repeats=1, train_repeats=2)
 # The LoRA arms' decoder: random weights in a real model's shape (Qwen2-0.5B's config.json), or
 # a tiny one for --smoke; its vocabulary is at least the carried tokenizer's.
 DECODERS = {
@@ -89,6 +90,7 @@ DECODERS = {
     "tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, vocab_size=0),
 }
+BUDGET = 420  # seconds after which no arm starts
 LORA = dict(lora_r=16, lora_alpha=32.0, lora_dropout=0.05, pooling="last", lr=2e-4, head_lr=1e-3)
 LORA_ARMS = (("LoRA", False, False), ("LoRA + checkpointing", False, True),
              ("QLoRA 4-bit", True, False), ("QLoRA 4-bit + checkpointing", True, True))
@@ -500,26 +502,45 @@ def run(a) -> int:
     auto = precision_for("auto", training=False).name  # what "auto" is for an encoder here
     plan = [(p, f"{p} AMP" if p != "fp32" else "fp32", False) for p in PRECISIONS]
     plan += [(auto, f"checkpointing off ({auto})", False), (auto, f"checkpointing on ({auto})", True)]
-    train, kept = [], None
-    for i, (precision, name, ckpt) in enumerate(plan):
-        arm = {"arm": name, "precision": precision, "gradient_checkpointing": ckpt}
-        if skip():
-            train.append({**arm, "status": "skipped", "reason": skip()})
-            continue
-        try:
-            result, model, _ = train_arm(a, model_dir, tmp / f"run{i}", precision, ckpt)
-            arm.update(result)
-        except Exception as e:  # noqa: BLE001 - one failed arm must not lose the others
-            arm.update(status="error", error=error_text(e))
-            model = None
-        train.append(arm)
-        if model is not None and precision == "fp32" and kept is None:
-            kept = model.to("cpu")  # the inference arms' model, off the GPU between arms
-        del model
-        print(f"[{elapsed():6.1f} s] {name}: " + (
-            f"{arm['samples_per_s']:.1f} samples/s, peak {fmt(arm['peak_mem_mib'], '.0f')} MiB, "
-            f"valid RMSE {arm['valid_rmse']:.4f}" if arm["status"] == "ok"
-            else f"{arm['status']}: {arm.get('reason') or arm.get('error')}"), flush=True)
+    if cuda:
+        # Untimed, a few steps in each precision: the GPU's clocks, cuBLAS handles and each
+        # precision's kernels (loaded at first use) warm up here, not in the first arm that needs
+        # them. Without it, on an H200, the first fp16 and bf16 arms ran at half the speed of the
+        # same arms later in the run (bench/results/gpu_b64.json, its first pass).
+        for precision in dict.fromkeys(p for p, _, _ in plan):
+            try:
+                train_arm(argparse.Namespace(**{**vars(a), "steps": a.warmup_steps + 1}), model_dir,
+                          tmp / f"warm-up-{precision}", precision, False)
+            except Exception as e:  # noqa: BLE001 - the arms below report their own errors
+                print(f"warm-up {precision} failed: {error_text(e)}", flush=True)
+        print(f"[{elapsed():6.1f} s] warm-up done (untimed)", flush=True)
+    train, kept = {name: {"arm": name, "precision": p, "gradient_checkpointing": c} for p, name, c in plan}, None
+    for r in range(a.train_repeats):  # alternating order: no arm always runs first
+        for i, (precision, name, ckpt) in enumerate(plan if r % 2 == 0 else plan[::-1]):
+            arm = train[name]
+            if arm.get("status") in ("skipped", "error"):
+                continue
+            if skip():  # a second pass cut short keeps the first pass's figures
+                if r == 0:
+                    arm.update(status="skipped", reason=skip())
+                continue
+            try:
+                result, model, _ = train_arm(a, model_dir, tmp / f"run{r}-{i}", precision, ckpt)
+            except Exception as e:  # noqa: BLE001 - one failed arm must not lose the others
+                result, model = {"status": "error", "error": error_text(e)}, None
+            if r == 0 or result["status"] != "ok":
+                arm.update(result)
+            if result["status"] == "ok":
+                arm.setdefault("samples_per_s_runs", []).append(result["samples_per_s"])
+                arm["samples_per_s"] = statistics.median(arm["samples_per_s_runs"])
+            if model is not None and precision == "fp32" and kept is None:
+                kept = model.to("cpu")  # the inference arms' model, off the GPU between arms
+            del model
+            print(f"[{elapsed():6.1f} s] {name}: " + (
+                f"{result['samples_per_s']:.1f} samples/s, peak {fmt(result['peak_mem_mib'], '.0f')} MiB, "
+                f"valid RMSE {result['valid_rmse']:.4f}" if result["status"] == "ok"
+                else f"{result['status']}: {result.get('reason') or result.get('error')}"), flush=True)
+    train = list(train.values())
 
     import pandas as pd
 
@@ -580,10 +601,14 @@ def run(a) -> int:
     total = elapsed()
     print(f"\n{text}\n\nTotal {total:.1f} s on {env['device']} (budget {a.budget:.0f} s).")
     settings = {k: getattr(a, k) for k in ("steps", "warmup_steps", "batch_size", "train_rows",
-                                           "infer_rows", "infer_batch_size", "repeats", "budget", "smoke",
+                                           "infer_rows", "infer_batch_size", "repeats", "train_repeats",
+                                           "budget", "smoke",
                                            "decoder")}
     settings["lora"] = LORA
-    command = "python bench/gpu.py " + ("--smoke" if a.smoke else f"--model {shown_model} --data {shown_data}")
+    defaults = SMOKE_DEFAULTS if a.smoke else GPU_DEFAULTS
+    flags = "".join(f" --{k.replace('_', '-')} {getattr(a, k)}" for k in defaults if getattr(a, k) != defaults[k])
+    flags += f" --budget {a.budget:g}" if a.budget != BUDGET else ""
+    command = "python bench/gpu.py " + ("--smoke" if a.smoke else f"--model {shown_model} --data {shown_data}") + flags
     result = {
         "command": command, "environment": env, "settings": settings,
         "model": shown_model, "weights_stored_as": stored, "data": shown_data,
@@ -610,7 +635,7 @@ def main(argv=None) -> int:
     p.add_argument("--data", default="", help="train.csv (default: $COMMONLIT_DATA, then data/)")
     p.add_argument("--out", default="", help="result JSON (default bench/results/gpu.json; none with --smoke)")
     p.add_argument("--smoke", action="store_true", help="CPU, tiny random model, synthetic rows")
-    p.add_argument("--budget", type=float, default=420, help="no arm starts after this many seconds")
+    p.add_argument("--budget", type=float, default=BUDGET, help="no arm starts after this many seconds")
     p.add_argument("--decoder", choices=tuple(DECODERS), default=None,
                    help="the LoRA arms' random decoder's shape (default qwen2-0.5b; tiny with --smoke)")
     for k, v in GPU_DEFAULTS.items():

@@ -49,6 +49,9 @@ def test_smoke_run_reports_every_arm(tmp_path):
         assert finite(x["valid_rmse"]), x
         assert x["steps"] == result["settings"]["steps"]
         assert x["master_weights_dtype"] == "float32"  # AMP keeps fp32 master weights
+        # One figure per pass over the arms; the reported speed is their median.
+        assert len(x["samples_per_s_runs"]) == result["settings"]["train_repeats"] == 2, x
+        assert x["samples_per_s"] == pytest.approx(sum(x["samples_per_s_runs"]) / 2), x
         assert x["peak_mem_mib"] is None  # CPU: not available, said so in "memory"
     by_arm = {x["arm"].split(" (")[0]: x for x in train}
     assert by_arm["fp16 AMP"]["status"] == "skipped" and "CUDA" in by_arm["fp16 AMP"]["reason"]
