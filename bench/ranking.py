@@ -8,6 +8,7 @@ MAP@3), each beside what a user would do instead, scored on the same validation 
     python bench/ranking.py eedi-rerank --data DIR --retriever RUN   # + a reranker over its top 25
     python bench/ranking.py science-baselines --data DIR    # option length, zero-shot cosine
     python bench/ranking.py science-kit --data DIR      # the kit's multiple-choice scorer
+    python bench/ranking.py science-orders --data DIR --run RUN  # its options listed in other orders
     python bench/ranking.py scaling                     # exact search time, 1k to 100k items
     python bench/ranking.py --table                     # the saved results
 
@@ -284,7 +285,7 @@ def science_baselines(data: str) -> list:
 
 
 def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 128, batch_size: int = 8,
-                lr: float = 3e-5, backbone_dropout: bool = False) -> dict:
+                lr: float = 3e-5, backbone_dropout: bool = False, options_in_text: bool = False) -> dict:
     from utils.config import TrainConfig
     from utils.metrics import METRICS
     from utils.runs import read_oof
@@ -294,18 +295,54 @@ def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 12
     out = Path(tempfile.mkdtemp(prefix="science-", dir=ROOT / "runs"))
     cfg = TrainConfig(train_csv=str(Path(data) / "train.csv"), out=str(out), model=minilm(), competition=SCIENCE,
                       only_folds=(0,), epochs=epochs, eval_every=10_000, progress=False, pooling=pooling,
-                      max_len=max_len, batch_size=batch_size, lr=lr, backbone_dropout=backbone_dropout)
+                      max_len=max_len, batch_size=batch_size, lr=lr, backbone_dropout=backbone_dropout,
+                      options_in_text=options_in_text)
     t0 = time.time()
     run_cv(cfg)
     run = read_oof(out)
     y, p = run.objective.oof_arrays(run.frame, ("answer",))
-    recipe = (f", lr {lr:g}" if lr != 3e-5 else "") + (", backbone dropout" if backbone_dropout else "")
+    recipe = (f", lr {lr:g}" if lr != 3e-5 else "") + (", backbone dropout" if backbone_dropout else "") + \
+        (f", every option in the text, max_len {max_len}" if options_in_text else "")
     return {"arm": f"the kit's multiple-choice scorer ({pooling} pooling{recipe})",
             "map@3": METRICS["map@3"].score(y, p),
             "accuracy": float(np.mean(p.argmax(1) == y)), "minutes": (time.time() - t0) / 60, "epochs": epochs,
             "questions": int(len(y)), "max_len": max_len, "batch_size": batch_size, "lr": lr,
-            "backbone_dropout": backbone_dropout,
+            "backbone_dropout": backbone_dropout, "options_in_text": options_in_text,
             "run": str(out.relative_to(ROOT))}
+
+
+def science_orders(data: str, run: str, orders: int = 5) -> dict:
+    """Test-time reordering, measured on a finished fold 0 of a run trained with every option in
+    the text: its validation questions scored with the listing rotated by 0..orders-1 places, MAP@3
+    of each order alone and of their mean probabilities."""
+    from utils.fold import read_fold
+    from utils.metrics import METRICS
+    from utils.model import TextModel
+    from utils.predict import predict_model
+    from utils.runs import fold_dirs, read_oof
+    from utils.shapes import OptionRows, shape_of
+
+    folder = fold_dirs(run)[0]
+    record = read_fold(folder)
+    if not record.train.get("options_in_text"):
+        raise SystemExit(f"{run} was trained without --options-in-text: the order of its options cannot matter")
+    comp, df, va, truth = science_rows(data)
+    oof = read_oof(run).frame
+    rows = shape_of(comp).inputs(comp, df[va])
+    model, tok = TextModel.load(folder, "cpu")
+    t0, each = time.time(), []
+    for shift in range(orders):
+        shape = OptionRows(options_in_text=True, listing_shift=shift)
+        each.append(predict_model(model, tok, rows, record.max_len, 64, shape=shape))
+    m = METRICS["map@3"]
+    stored = oof.set_index("id").loc[df[va]["id"], [f"prob_{x}" for x in comp.options]].to_numpy()
+    return {"arm": f"test-time reordering of the listed options ({orders} rotations)", "run": run,
+            "questions": int(va.sum()), "orders": orders,
+            "map@3_each": [m.score(truth[va], p) for p in each],
+            "map@3_stored": m.score(truth[va], stored),
+            "map@3_mean": m.score(truth[va], np.mean(each, axis=0)),
+            "map@3": m.score(truth[va], np.mean(each, axis=0)),  # the arm's figure: the orders together
+            "minutes": (time.time() - t0) / 60}
 
 
 def scaling(data: str = "", dim: int = 384, queries: int = 1000, k: int = 25) -> dict:
@@ -388,7 +425,10 @@ def table() -> str:
               "| --- | --- | --- | --- |"]
     for r in res.get("science", []):
         mins = f"{r['minutes']:.1f}" if "minutes" in r else ""
-        lines.append(f"| {r['arm']} | {r.get('epochs', 0)} | {r['map@3']:.4f} | {mins} |")
+        arm = r["arm"]
+        if "map@3_each" in r:  # science-orders: the mean of the orders' probabilities, each order beside it
+            arm += f" of {r['run']}: each order alone {', '.join(f'{x:.4f}' for x in r['map@3_each'])}"
+        lines.append(f"| {arm} | {r.get('epochs', 0)} | {r.get('map@3', r.get('map@3_mean')):.4f} | {mins} |")
     if res.get("scaling"):
         lines += ["", "Exact search, 1,000 queries, top 25, 384 dimensions:", "",
                   "| items | exact (s) | FAISS IndexFlatIP (s) |", "| --- | --- | --- |"]
@@ -405,7 +445,7 @@ def table() -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("arm", nargs="?", choices=("eedi-zero", "eedi-kit", "eedi-st", "eedi-rerank", "eedi-rerank-mix",
-                                              "science-baselines", "science-kit", "scaling"))
+                                              "science-baselines", "science-kit", "science-orders", "scaling"))
     p.add_argument("--data", help="the competition's folder")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--pooling", default="mean")
@@ -415,9 +455,12 @@ def main() -> None:
     p.add_argument("--fit", default="", help="eedi-kit: how a long query is cut (head_tail keeps its end: the answers)")
     p.add_argument("--retriever", help="eedi-rerank: a retriever run folder, every fold finished")
     p.add_argument("--reranker", help="eedi-rerank-mix: a reranker run of eedi-rerank, its figures again")
+    p.add_argument("--run", help="science-orders: a science-kit run trained with --options-in-text")
     p.add_argument("--candidates", type=int, default=25, help="eedi-rerank: the top N reranked")
     p.add_argument("--train-options", type=int, default=8, help="eedi-rerank: candidates a training query sees a step")
-    p.add_argument("--max-len", type=int, default=128, help="eedi-rerank: a (query, candidate) pair's tokens")
+    p.add_argument("--max-len", type=int, default=128, help="eedi-rerank, science-kit: a pair's tokens")
+    p.add_argument("--options-in-text", action="store_true",
+                   help="science-kit: each (prompt, option) pair's prompt lists every option (the kit's setting)")
     p.add_argument("--max-steps", type=int, default=0, help="eedi-rerank: stop after this many steps (a smoke run)")
     p.add_argument("--backbone-dropout", action="store_true", help="science-kit: the backbone's dropout on")
     p.add_argument("--table", action="store_true")
@@ -440,7 +483,10 @@ def main() -> None:
         for r in science_baselines(a.data):
             save("science", r)
     elif a.arm == "science-kit":
-        save("science", science_kit(a.data, a.epochs, a.pooling, lr=a.lr, backbone_dropout=a.backbone_dropout))
+        save("science", science_kit(a.data, a.epochs, a.pooling, a.max_len, lr=a.lr, backbone_dropout=a.backbone_dropout,
+                                    options_in_text=a.options_in_text))
+    elif a.arm == "science-orders":
+        save("science", science_orders(a.data, a.run))
     else:
         save("scaling", scaling(a.data or ""), by="")
     print(table())

@@ -64,6 +64,7 @@ pseudo_epochs = 0  # >0: first this many epochs on the pseudo rows alone, then t
 temperature = 0.05  # retrieval: contrastive loss: similarities over this (0.05: sentence-transformers' scale 20)
 hard_negatives = 1  # retrieval: negatives per query in each batch, mined by the untrained model (0: in-batch only)
 train_options = 0  # multiple choice, reranker: >0 a training row sees this many of its options, the true one among them
+options_in_text = False  # multiple choice: each (prompt, option) pair's prompt also lists every option, lettered
 n_examples = 4  # validation texts shown with their attention weights
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/)
 runs_dir = ""  # empty: utils.env.working_dir() / "runs" (Google Drive on Colab when mounted)
@@ -121,6 +122,7 @@ cfg = TrainConfig(
     lora_dropout=lora_dropout, lora_targets=tuple(lora_targets), load_in_4bit=load_in_4bit,
     pseudo_csv=pseudo_csv, pseudo_weight=pseudo_weight, pseudo_epochs=pseudo_epochs,
     temperature=temperature, hard_negatives=hard_negatives, train_options=train_options,
+    options_in_text=options_in_text,
 )
 print(f"{comp.title or comp.slug} | data: {data} | run: {run_dir} | metric: {comp.metric_name}")
 

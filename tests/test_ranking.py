@@ -639,3 +639,53 @@ def test_pseudo_labels_of_a_ranking_are_refused_in_one_line():
         check_not_ranking(BUILTIN[SCIENCE])
     one_line(e.value, "kaggle-llm-science-exam answers a ranking", "not yet for rankings")
     check_not_ranking(BUILTIN["nlp-getting-started"])  # a classifier's are made
+
+
+def test_options_listed_in_the_text_are_lettered_in_order_and_rotate_for_another_order():
+    from utils.shapes import listed
+
+    row = (("what is red", "a rose"), ("what is red", "the sky"), ("what is red", "grass"))
+    pairs = listed(row)
+    assert [o for _, o in pairs] == ["a rose", "the sky", "grass"]  # each pair keeps its own option
+    assert {t for t, _ in pairs} == {"what is red Options: (A) a rose (B) the sky (C) grass"}
+    assert listed(row, 1)[0][0] == "what is red Options: (A) the sky (B) grass (C) a rose"
+    assert [o for _, o in listed(row, 1)] == ["a rose", "the sky", "grass"]  # scores stay in the row's order
+
+
+@pytest.mark.versions
+def test_a_scorer_that_reads_every_option_predicts_as_it_validated(tmp_path, tiny_bert):
+    """--options-in-text travels in the fold's record: prediction lists the options as training
+    did, and reproduces the fold's out-of-fold probabilities; reading the pairs without the
+    listing gives other scores, and the order of the listing matters to this scorer."""
+    from utils.predict import predict_folds, predict_model
+    from utils.runs import read_oof
+    from utils.shapes import OptionRows, shape_of
+
+    from utils.train import run_cv
+
+    from conftest import WORDS
+
+    data = tiny_data(SCIENCE, tmp_path / "d", 24)
+    comp = load_competition(SCIENCE)
+    rng, words = np.random.default_rng(0), list(WORDS)
+    frame = pd.read_csv(data / "train.csv")
+    for x in "ABCDE":  # options of words the tiny vocabulary knows, other in every option
+        frame[x] = [" ".join(rng.choice(words, 3)) for _ in range(len(frame))]
+    frame.to_csv(data / "train.csv", index=False)
+    # enough steps and a large enough rate that the scores differ between options
+    run_cv(cfg_for(data / comp.train_file, tmp_path / "run", tiny_bert, competition=SCIENCE, max_steps=8,
+                   max_len=64, pooling="mean", lr=3e-2, head_lr=3e-2, only_folds=(0,), options_in_text=True))
+    run = read_oof(tmp_path / "run")
+    frame = run.frame[run.frame["fold"] == 0]
+    train = read_table(comp, data).set_index(comp.id_col).loc[frame["id"].astype(type(frame["id"].iloc[0]))]
+    rows = shape_of(comp).inputs(comp, train.reset_index())
+    probs = predict_folds(tmp_path / "run", rows, progress=False)[0]
+    assert np.allclose(probs, frame[[f"prob_{x}" for x in "ABCDE"]].to_numpy(), atol=1e-5)
+
+    from utils.model import TextModel
+
+    model, tok = TextModel.load(tmp_path / "run" / "fold0", torch.device("cpu"))
+    assert probs.std(1).mean() > 1e-3  # a trained scorer: the options' scores differ
+    plain = predict_model(model, tok, rows, 64, shape=OptionRows())
+    shifted = predict_model(model, tok, rows, 64, shape=OptionRows(options_in_text=True, listing_shift=2))
+    assert not np.allclose(plain, probs, atol=1e-4) and not np.allclose(shifted, probs, atol=1e-4)

@@ -88,6 +88,7 @@ class TrainConfig:
     hard_negatives: int = 1  # negatives per query in each batch, mined by the untrained model (0: in-batch only)
     # --- multiple choice (options in columns; a reranker's candidates) ---
     train_options: int = 0  # >0: a training row sees this many of its options, the true one and others drawn afresh
+    options_in_text: bool = False  # each (text, option) pair's text also lists the row's every option, lettered
     # --- pseudo-labels (python -m utils.pseudo) ---
     pseudo_csv: str = ""  # extra rows for every fold's training side; fold k uses its O_fold{k} columns
     pseudo_weight: float = 1.0  # weight of a pseudo row's loss when mixed with the real rows
@@ -153,7 +154,7 @@ class TrainConfig:
 RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers", "log_with")
 # A shape's settings, by kind of rows: utils.shapes builds a shape from them, and a run's identity
 # holds those of its own kind only.
-SHAPE_SETTINGS = {"items": ("temperature", "hard_negatives"), "options": ("train_options",)}
+SHAPE_SETTINGS = {"items": ("temperature", "hard_negatives"), "options": ("train_options", "options_in_text")}
 
 
 @dataclass(frozen=True)

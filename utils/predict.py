@@ -136,8 +136,8 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
     model split across them); `devices` gives the replicas' devices explicitly. `base_model`:
     a LoRA fold's base model folder (else found: utils.backbone.find_base).
     """
-    shape = shape_of(run_competition(run))
-    blank = shape.blank(texts)
+    comp = run_competition(run)
+    blank = shape_of(comp).blank(texts)
     usable = [t for t, b in zip(texts, blank) if not b]
     out = {}
     for i, folder in enumerate(fold_dirs(run)):
@@ -149,6 +149,7 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
             if note.startswith("warning"):
                 print(note, file=sys.stderr, flush=True)
         record = read_fold(folder)
+        shape = shape_of(comp, record.train)  # as the fold read its rows (e.g. options listed in the text)
         length = max_len or record.max_len
         desc = f"{Path(run).name}/{folder.name}"
         width = models[0].spec.num_outputs

@@ -145,14 +145,27 @@ class OptionCollator(Collator):
         return batch
 
 
+def listed(row, shift: int = 0) -> tuple:
+    """A row's (text, option) pairs, each text followed by every option of the row lettered in
+    order, "<text> Options: (A) ... (B) ...": a pair then reads its option beside the others.
+    `shift` rotates the listing (the letters follow the position): the same question asked with
+    its options in another order."""
+    k = len(row)
+    listing = " ".join(f"({chr(65 + i)}) {row[(i + shift) % k][1]}" for i in range(k))
+    return tuple((f"{text} Options: {listing}", option) for text, option in row)
+
+
 @dataclass(frozen=True)
 class OptionRows(TextRows):
     """A row's K options, each paired with its text: K sequences, one score each. With
     `train_options`, a training row is seen with that many of its options (the true one and others
     drawn afresh each time): a reranker's 25 candidates cost 8 sequences a step; validation and
-    prediction score every option."""
+    prediction score every option. With `options_in_text`, each pair's text lists every option
+    (`listed`), rotated by `listing_shift` at prediction."""
 
     train_options: int = 0  # 0: every option
+    options_in_text: bool = False
+    listing_shift: int = 0  # prediction only: where the listing starts (test-time reordering)
 
     def blank(self, inputs) -> np.ndarray:
         return np.zeros(len(inputs), dtype=bool)  # the options are read even under a blank prompt
@@ -163,6 +176,8 @@ class OptionRows(TextRows):
         return [tuple((str(t), o) for o in opts) for t, opts in zip(texts, options)]
 
     def dataset(self, inputs, tokenizer, max_len: int, targets=None, weights=None, fit: str = "head"):
+        if self.options_in_text:
+            inputs = [listed(row, self.listing_shift) for row in inputs]
         return OptionsDataset(inputs, tokenizer, max_len, targets, weights, fit)
 
     def collator(self, tokenizer, target_dtype, data=None, seed: int = 0):
@@ -290,8 +305,13 @@ SHAPES = {"options": OptionRows, "items": CatalogueRows}
 
 
 def shape_of(comp, cfg=None) -> TextRows:
-    """The shape of a competition's rows (its objective's kind); its settings from cfg (a
-    retriever's temperature and negatives, the options a multiple-choice row trains on)."""
+    """The shape of a competition's rows (its objective's kind); its settings from cfg, a
+    TrainConfig or a fold's recorded settings (a dict; a setting it lacks keeps its default): a
+    retriever's temperature and negatives, the options a multiple-choice row trains on and reads."""
     kind = objective_of(comp).kind
-    settings = {k: getattr(cfg, k) for k in SHAPE_SETTINGS.get(kind, ())} if cfg is not None else {}
+    keys = SHAPE_SETTINGS.get(kind, ())
+    if isinstance(cfg, dict):
+        settings = {k: cfg[k] for k in keys if k in cfg}
+    else:
+        settings = {k: getattr(cfg, k) for k in keys} if cfg is not None else {}
     return SHAPES.get(kind, TextRows)(**settings)
