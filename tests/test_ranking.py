@@ -657,13 +657,13 @@ def test_a_scorer_that_reads_every_option_predicts_as_it_validated(tmp_path, tin
     """--options-in-text travels in the fold's record: prediction lists the options as training
     did, and reproduces the fold's out-of-fold probabilities; reading the pairs without the
     listing gives other scores, and the order of the listing matters to this scorer."""
+    from conftest import WORDS
+
+    from utils.model import TextModel
     from utils.predict import predict_folds, predict_model
     from utils.runs import read_oof
     from utils.shapes import OptionRows, shape_of
-
     from utils.train import run_cv
-
-    from conftest import WORDS
 
     data = tiny_data(SCIENCE, tmp_path / "d", 24)
     comp = load_competition(SCIENCE)
@@ -677,12 +677,10 @@ def test_a_scorer_that_reads_every_option_predicts_as_it_validated(tmp_path, tin
                    max_len=64, pooling="mean", lr=3e-2, head_lr=3e-2, only_folds=(0,), options_in_text=True))
     run = read_oof(tmp_path / "run")
     frame = run.frame[run.frame["fold"] == 0]
-    train = read_table(comp, data).set_index(comp.id_col).loc[frame["id"].astype(type(frame["id"].iloc[0]))]
+    train = read_table(comp, data).set_index(comp.id_col).loc[frame["id"]]
     rows = shape_of(comp).inputs(comp, train.reset_index())
     probs = predict_folds(tmp_path / "run", rows, progress=False)[0]
     assert np.allclose(probs, frame[[f"prob_{x}" for x in "ABCDE"]].to_numpy(), atol=1e-5)
-
-    from utils.model import TextModel
 
     model, tok = TextModel.load(tmp_path / "run" / "fold0", torch.device("cpu"))
     assert probs.std(1).mean() > 1e-3  # a trained scorer: the options' scores differ
