@@ -97,7 +97,8 @@ if reranker:  # retrieve with the one run, then rerank its top N
     assert len(paths) == 1 and not blend_json, "a reranker follows one retriever run, unblended"
     prior = rerank.prior(root / reranker)  # the weight of the retriever's ranks, fitted on its out-of-fold file
     print(f"final order: the reranker's mixed with the retriever's ranks, weight {prior['weight']:g} "
-          f"({prior['metric']} out of fold: reranker alone {prior['reranker']:.4f}, mixed {prior['mixed_in_sample']:.4f})")
+          f"({prior['metric']} out of fold: reranker alone {prior['reranker']:.4f}, "
+          f"mixed {prior['mixed_in_sample']:.4f})")
     submission = rerank.predict(paths[0], root / reranker, data / comp.test_file, out / "submission.csv",
                                 timings=timings, weight=prior["weight"], batch_size=batch_size,
                                 base_model=base_model or None)
