@@ -9,6 +9,7 @@ MAP@3), each beside what a user would do instead, scored on the same validation 
     python bench/ranking.py science-baselines --data DIR    # option length, zero-shot cosine
     python bench/ranking.py science-kit --data DIR      # the kit's multiple-choice scorer
     python bench/ranking.py science-orders --data DIR --run RUN  # its options listed in other orders
+    python bench/ranking.py science-mean --runs RUN RUN ...     # several runs averaged (seeds)
     python bench/ranking.py scaling                     # exact search time, 1k to 100k items
     python bench/ranking.py --table                     # the saved results
 
@@ -285,7 +286,8 @@ def science_baselines(data: str) -> list:
 
 
 def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 128, batch_size: int = 8,
-                lr: float = 3e-5, backbone_dropout: bool = False, options_in_text: bool = False) -> dict:
+                lr: float = 3e-5, backbone_dropout: bool = False, options_in_text: bool = False, llrd: float = 1.0,
+                seed: int = 42) -> dict:
     from utils.config import TrainConfig
     from utils.metrics import METRICS
     from utils.runs import read_oof
@@ -296,18 +298,19 @@ def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 12
     cfg = TrainConfig(train_csv=str(Path(data) / "train.csv"), out=str(out), model=minilm(), competition=SCIENCE,
                       only_folds=(0,), epochs=epochs, eval_every=10_000, progress=False, pooling=pooling,
                       max_len=max_len, batch_size=batch_size, lr=lr, backbone_dropout=backbone_dropout,
-                      options_in_text=options_in_text)
+                      options_in_text=options_in_text, llrd=llrd, seed=seed)
     t0 = time.time()
     run_cv(cfg)
     run = read_oof(out)
     y, p = run.objective.oof_arrays(run.frame, ("answer",))
     recipe = (f", lr {lr:g}" if lr != 3e-5 else "") + (", backbone dropout" if backbone_dropout else "") + \
-        (f", every option in the text, max_len {max_len}" if options_in_text else "")
+        (f", every option in the text, max_len {max_len}" if options_in_text else "") + \
+        (f", layer decay {llrd:g}" if llrd != 1 else "") + (f", seed {seed}" if seed != 42 else "")
     return {"arm": f"the kit's multiple-choice scorer ({pooling} pooling{recipe})",
             "map@3": METRICS["map@3"].score(y, p),
             "accuracy": float(np.mean(p.argmax(1) == y)), "minutes": (time.time() - t0) / 60, "epochs": epochs,
             "questions": int(len(y)), "max_len": max_len, "batch_size": batch_size, "lr": lr,
-            "backbone_dropout": backbone_dropout, "options_in_text": options_in_text,
+            "backbone_dropout": backbone_dropout, "options_in_text": options_in_text, "llrd": llrd, "seed": seed,
             "run": str(out.relative_to(ROOT))}
 
 
@@ -342,6 +345,20 @@ def science_orders(data: str, run: str, orders: int = 5) -> dict:
             "map@3_stored": m.score(truth[va], stored),
             "map@3": m.score(truth[va], np.mean(each, axis=0)),  # the arm's figure: the orders together
             "minutes": (time.time() - t0) / 60}
+
+
+def science_mean(runs: list) -> dict:
+    """The equal-weight average of science-kit runs' probabilities on fold 0 (the kit's
+    `python -m utils.ensemble --equal`): nothing is fitted on the validation questions, so the
+    average is as honest as each run; its members' figures beside it."""
+    from utils.ensemble import blend_report
+    from utils.runs import read_metrics
+
+    r = blend_report(runs, equal=True)
+    minutes = sum(sum((read_metrics(run).get("seconds_per_fold") or {}).values()) for run in runs) / 60
+    return {"arm": f"equal-weight average of {len(runs)} multiple-choice runs ({', '.join(r['runs'])})",
+            "map@3": r["score_equal_average"], "members": r["scores"], "questions": r["n_rows"],
+            "epochs": 0, "runs": [str(Path(run)) for run in runs], "minutes": minutes}
 
 
 def scaling(data: str = "", dim: int = 384, queries: int = 1000, k: int = 25) -> dict:
@@ -427,6 +444,8 @@ def table() -> str:
         arm = r["arm"]
         if "map@3_each" in r:  # science-orders: the mean of the orders' probabilities, each order beside it
             arm += f" of {r['run']}: each order alone {', '.join(f'{x:.4f}' for x in r['map@3_each'])}"
+        if "members" in r:  # science-mean: each member alone beside the average
+            arm += ": each alone " + ", ".join(f"{x:.4f}" for x in r["members"].values())
         lines.append(f"| {arm} | {r.get('epochs', 0)} | {r['map@3']:.4f} | {mins} |")
     if res.get("scaling"):
         lines += ["", "Exact search, 1,000 queries, top 25, 384 dimensions:", "",
@@ -444,7 +463,8 @@ def table() -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("arm", nargs="?", choices=("eedi-zero", "eedi-kit", "eedi-st", "eedi-rerank", "eedi-rerank-mix",
-                                              "science-baselines", "science-kit", "science-orders", "scaling"))
+                                              "science-baselines", "science-kit", "science-orders", "science-mean",
+                                              "scaling"))
     p.add_argument("--data", help="the competition's folder")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--pooling", default="mean")
@@ -455,6 +475,7 @@ def main() -> None:
     p.add_argument("--retriever", help="eedi-rerank: a retriever run folder, every fold finished")
     p.add_argument("--reranker", help="eedi-rerank-mix: a reranker run of eedi-rerank, its figures again")
     p.add_argument("--run", help="science-orders: a science-kit run trained with --options-in-text")
+    p.add_argument("--runs", nargs="+", help="science-mean: science-kit runs, fold 0 finished in each")
     p.add_argument("--candidates", type=int, default=25, help="eedi-rerank: the top N reranked")
     p.add_argument("--train-options", type=int, default=8, help="eedi-rerank: candidates a training query sees a step")
     p.add_argument("--max-len", type=int, default=128, help="eedi-rerank, science-kit: a pair's tokens")
@@ -462,6 +483,8 @@ def main() -> None:
                    help="science-kit: each (prompt, option) pair's prompt lists every option (the kit's setting)")
     p.add_argument("--max-steps", type=int, default=0, help="eedi-rerank: stop after this many steps (a smoke run)")
     p.add_argument("--backbone-dropout", action="store_true", help="science-kit: the backbone's dropout on")
+    p.add_argument("--llrd", type=float, default=1.0, help="science-kit: layer-wise decay of the encoder's lr")
+    p.add_argument("--seed", type=int, default=42, help="science-kit: the training seed (the folds stay)")
     p.add_argument("--table", action="store_true")
     a = p.parse_args()
     if a.table or not a.arm:
@@ -483,9 +506,12 @@ def main() -> None:
             save("science", r)
     elif a.arm == "science-kit":
         save("science", science_kit(a.data, a.epochs, a.pooling, a.max_len, lr=a.lr,
-                                    backbone_dropout=a.backbone_dropout, options_in_text=a.options_in_text))
+                                    backbone_dropout=a.backbone_dropout, options_in_text=a.options_in_text,
+                                    llrd=a.llrd, seed=a.seed))
     elif a.arm == "science-orders":
         save("science", science_orders(a.data, a.run))
+    elif a.arm == "science-mean":
+        save("science", science_mean(a.runs))
     else:
         save("scaling", scaling(a.data or ""), by="")
     print(table())

@@ -22,13 +22,16 @@
 # probabilities for classification. The blend is scored in the competition's metric (the runs record
 # their competition) and honestly: for each fold, the weights (and a decision rule such as F1's
 # threshold) are fitted on the other folds and scored on the held-out one. The weights and the rule
-# are saved as `blend.json` for the submission notebook.
+# are saved as `blend.json` for the submission notebook. With `equal_weights` the blend is the plain
+# average and nothing is fitted, so runs that share a single finished fold (seeds compared on fold 0)
+# blend too.
 #
 # Runs of one backbone correlate highly and their blend gains little; other seeds of the same run
 # average out training noise (4th place averaged 5 seeds x 5 folds); other backbones gain most.
 
 # %% tags=["parameters"]
 runs = ["roberta-base-attention", "roberta-large-attention"]  # run folder names in runs_dir
+equal_weights = False  # True: the plain average, nothing fitted (runs that share one finished fold)
 with_tfidf = True  # also blend TF-IDF + ridge fitted on the runs' folds (a CV estimate only)
 data_dir = ""  # empty: found by utils.env (for train.csv's texts when with_tfidf)
 runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
@@ -80,9 +83,9 @@ root = env.runs_dir(runs_dir, models_dataset)
 out = env.output_dir(out_dir, root)
 paths = [root / r for r in runs]
 comp = run_competition(paths[0])  # the runs know their competition: columns, task, metric
-report = ensemble.blend_report(paths)
+report = ensemble.blend_report(paths, equal=equal_weights)
 one_output = len(report["outputs"]) == 1
-oofs = ensemble.load_oofs(paths) if one_output else None
+oofs = ensemble.load_oofs(paths, min_folds=1) if one_output else None  # the rows the report blended
 print(f"{comp.title or comp.slug}: {len(paths)} runs, scored by {report['metric']}")
 
 # %% [markdown]
@@ -106,6 +109,8 @@ display(pd.DataFrame(report["correlation"], report["runs"], report["runs"]).styl
 sign = 1 if report["greater_is_better"] else -1
 gain = sign * (report["score_blend_cv"] - sign * max(sign * v for v in report["scores"].values()))
 print(f"honest gain of the blend over the best single run: {gain:+.4f} {report['metric']} (> 0: better)")
+if report["equal"] and len(report["folds"]) == 1:
+    print(f"one shared fold ({report['n_rows']} rows): a gain this small can be noise; finish more folds")
 
 # %%
 fig = plots.blend_figure(report, oofs)
@@ -116,8 +121,10 @@ plots.save_fig(fig, out / "figures" / "blend.png")
 # fitting noise.
 
 # %%
-per_fold = {k: np.asarray(w).reshape(len(report["runs"]), -1).mean(1) for k, w in report["weights_per_fold"].items()}
-display(pd.DataFrame(per_fold, index=report["runs"]).T.style.format("{:.3f}"))  # mean over targets
+if report["weights_per_fold"]:  # none when nothing was fitted (equal_weights)
+    per_fold = {k: np.asarray(w).reshape(len(report["runs"]), -1).mean(1)
+                for k, w in report["weights_per_fold"].items()}
+    display(pd.DataFrame(per_fold, index=report["runs"]).T.style.format("{:.3f}"))  # mean over targets
 
 # %%
 ensemble.save_blend(out / runs_table.BLEND, report)
@@ -130,12 +137,14 @@ print("saved", out / runs_table.BLEND)
 # keeps the runs, which the submission notebook predicts with.
 
 # %%
-if with_tfidf and one_output and not objective_of(comp).classes and not comp.text_pair:
+# (not on a single shared fold: the ridge would have no other fold's rows to be fitted on)
+if with_tfidf and one_output and len(report["folds"]) > 1 and not objective_of(comp).classes and not comp.text_pair:
     train = read_table(comp, env.competition_dir(data_dir, comp.slug), "train")
     train = train.set_index(comp.id_col).loc[oofs["id"]]
     text = pd.Series(comp.input_texts(train), index=train.index)
     tfidf = eda.tfidf_ridge_oof(text, train[comp.target_cols[0]], oofs["fold"].to_numpy())
-    with_baseline = ensemble.blend_report(paths, extra={"tfidf-ridge": pd.Series(tfidf, oofs["id"])})
+    with_baseline = ensemble.blend_report(paths, extra={"tfidf-ridge": pd.Series(tfidf, oofs["id"])},
+                                          equal=equal_weights)
     display(ensemble.summary(with_baseline).style.format("{:.4f}"))
     print("weights:", dict(zip(with_baseline["runs"], np.round(with_baseline["weights"], 3).tolist())))
     write_json(out / "blend_with_tfidf.json", with_baseline)

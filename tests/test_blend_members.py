@@ -165,3 +165,43 @@ def test_a_blend_saved_before_identities_is_matched_by_names_with_a_note(fitted,
     out = tmp_path / "t.csv"
     assert_refused(predict, predict_argv(fitted, [fitted / "runs" / "attn"], out, "--blend", tmp_path / "old.json"),
                    out, capsys, "member(s) mean not given")
+
+
+def fold0_copy(src, dst):
+    """A copy of run `src` whose oof.csv keeps fold 0 only (as if fold 0 alone had finished)."""
+    shutil.copytree(src, dst)
+    oof = pd.read_csv(dst / "oof.csv", dtype={"id": str})
+    oof[oof.fold == 0].to_csv(dst / "oof.csv", index=False)
+    return dst
+
+
+def test_runs_sharing_one_fold_blend_with_equal_weights_fitting_nothing(fitted, tweets_run, tmp_path, capsys):
+    """Seeds compared on fold 0: fitted weights are refused (no other fold to fit them on), the
+    equal-weight average is not, and prediction applies it; a metric whose labels come from a rule
+    fitted on other folds (F1's threshold) is refused even then."""
+    import numpy as np
+
+    runs = [fold0_copy(r, tmp_path / r.name) for r in runs_of(fitted / "runs")]
+    out = tmp_path / "blend.json"
+    assert_refused(ensemble, ["--runs", *map(str, runs), "--out", str(out)], out, capsys,
+                   "share 1 finished fold(s)", "--equal")
+    assert ensemble.main(["--runs", *map(str, runs), "--out", str(out), "--equal"]) == 0
+    text = capsys.readouterr().out
+    assert "equal-weight average" in text and "fitted inside CV" not in text
+    report = ensemble.read_blend(out)
+    assert report["equal"] and report["folds"] == [0] and report["weights"] == [0.5, 0.5]
+    assert report["weights_per_fold"] is None
+    m = ensemble.load_members(runs, min_folds=1)
+    rmse = float(np.sqrt(((m["P"][:, :, 0].mean(1) - m["y"][:, 0]) ** 2).mean()))
+    assert len(m["y"]) == (pd.read_csv(runs[0] / "oof.csv").fold == 0).sum()
+    assert report["score_equal_average"] == pytest.approx(rmse) == report["score_blend_cv"]
+    assert ensemble.blend_weights(out, runs)[0].tolist() == [0.5, 0.5]
+    sub = tmp_path / "s.csv"
+    assert predict.main(predict_argv(fitted, runs, sub, "--blend", out)) == 0 and len(pd.read_csv(sub)) == 6
+    from utils import plots
+
+    assert [t.get_text() for t in plots.blend_figure(report).axes[0].get_xticklabels()] == [
+        "attn", "mean", "equal average"]
+    tweets = [fold0_copy(tweets_run, tmp_path / name) for name in ("t1", "t2")]
+    assert_refused(ensemble, ["--runs", *map(str, tweets), "--out", str(out.with_name("t.json")), "--equal"],
+                   out.with_name("t.json"), capsys, "rule fitted on other folds", "finish another fold")

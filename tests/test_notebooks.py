@@ -93,6 +93,26 @@ def test_ensemble_notebook_writes_blend(pipeline):
     assert sum(tfidf["weights"]) == pytest.approx(1.0)
 
 
+def test_ensemble_notebook_averages_runs_that_share_one_fold(pipeline, tmp_path):
+    """Runs compared on fold 0 alone: with equal_weights the notebook blends them (nothing fitted,
+    no per-fold weights, no TF-IDF member that would need another fold) and saves the average."""
+    import shutil
+
+    _, data, runs, names = pipeline
+    for name in names:
+        shutil.copytree(runs / name, tmp_path / "runs" / name)
+        oof = pd.read_csv(tmp_path / "runs" / name / "oof.csv", dtype={"id": str})
+        oof[oof.fold == 0].to_csv(tmp_path / "runs" / name / "oof.csv", index=False)
+    executed = papermill("03_ensemble", tmp_path, {"runs": names, "equal_weights": True, "data_dir": str(data),
+                                                   "runs_dir": str(tmp_path / "runs")})
+    blend = read_blend(tmp_path / "runs" / run_files.BLEND)
+    assert blend["equal"] and blend["weights"] == [0.5, 0.5] and blend["folds"] == [0]
+    assert blend["weights_per_fold"] is None and not (tmp_path / "runs" / "blend_with_tfidf.json").exists()
+    text = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells
+                   for o in c.get("outputs", []))
+    assert "one shared fold (" in text
+
+
 def test_submission_notebook_writes_valid_submission(pipeline):
     d, data, _, _ = pipeline
     sub = pd.read_csv(d / "sub" / "submission.csv", dtype={"id": str})

@@ -30,7 +30,7 @@ def _predicts(oof, said: bool = False):
     return oof.objective, oof.outputs, oof.metric
 
 
-def load_members(runs, target: str = "target") -> dict:
+def load_members(runs, target: str = "target", min_folds: int = 2) -> dict:
     """The runs' out-of-fold predictions on the rows and folds they share: ids, folds, truth y
     ((N, T) values or (N,) class indices), P (N, members, outputs), the members' names, the
     metric, the objective and the outputs' names (each run's oof.csv read as its competition
@@ -38,8 +38,8 @@ def load_members(runs, target: str = "target") -> dict:
 
     The runs must share folds (same folds.csv), or the blend's CV estimate would leak, and
     predict the same outputs. Runs with other finished folds are blended on the folds they all
-    have, at least two (said on stderr); fewer would leave no rows to fit fold k's weights
-    without fold k.
+    have, at least `min_folds` (said on stderr): two, or fold k's weights would have no rows to
+    be fitted on without fold k; one for an equal-weight average, which fits nothing.
     """
     names = run_names(runs)
     oofs, folds0 = [], None
@@ -63,9 +63,10 @@ def load_members(runs, target: str = "target") -> dict:
     done = {Path(r): sorted(int(k) for k in o.frame["fold"].unique()) for r, o in zip(runs, oofs)}
     shared = sorted(set.intersection(*(set(d) for d in done.values())))
     each = "; ".join(f"{r} has {', '.join(map(str, d))}" for r, d in done.items())
-    if len(shared) < 2:  # fold k's weights are fitted on the other shared folds' rows
+    if len(shared) < min_folds:  # fold k's weights are fitted on the other shared folds' rows
         raise DataError(f"the runs share {len(shared)} finished fold(s) ({each}): an honest "
-                        "blend needs at least two shared folds; finish the same folds in each")
+                        "blend needs at least two shared folds; finish the same folds in each, or "
+                        "average them with equal weights (--equal), which fits nothing")
     if any(d != shared for d in done.values()):
         print(f"note: blending on folds {', '.join(map(str, shared))}, the ones every run has "
               f"({each})", file=sys.stderr, flush=True)
@@ -84,10 +85,10 @@ def load_members(runs, target: str = "target") -> dict:
             "outputs": list(oofs[0].outputs), "truth": list(oofs[0].truth)}
 
 
-def load_oofs(runs, target="target") -> pd.DataFrame:
+def load_oofs(runs, target="target", min_folds: int = 2) -> pd.DataFrame:
     """One frame of runs with one output each: id, the target, fold and one prediction column
     per run (named after its folder); the checks of load_members."""
-    m = load_members(runs, target)
+    m = load_members(runs, target, min_folds)
     if m["P"].shape[2] != 1:
         raise DataError(f"the runs predict {m['objective'].name} outputs {m['outputs']}: load_members "
                         "gives their (rows, runs, outputs) predictions")
@@ -193,7 +194,7 @@ def add_oof(oofs: pd.DataFrame, name: str, pred: pd.Series) -> pd.DataFrame:
     return oofs.assign(**{name: col.to_numpy(dtype=float)})
 
 
-def blend_report(runs, target="target", extra: dict | None = None) -> dict:
+def blend_report(runs, target="target", extra: dict | None = None, equal: bool = False) -> dict:
     """The competition's metric (as the runs' metrics.json name it) of each member, of their
     equal-weight average, of the fitted blend (in-sample and CV), the weights, the decision
     rule for the test set and the correlation of the members' OOF predictions.
@@ -203,8 +204,12 @@ def blend_report(runs, target="target", extra: dict | None = None) -> dict:
     id}, made on the same folds). Weights: one per run for probabilities (fitted on log-loss),
     one per run and target for values (each target on its RMSE). A metric with a decision rule
     scores every line with each fold's rule fitted on the other folds.
+
+    `equal`: the blend is the equal-weight average, nothing fitted ("weights_per_fold" None), so
+    runs that share a single finished fold (seeds compared on fold 0) blend too, unless the
+    metric's decision rule needs other folds to be fitted on.
     """
-    m = load_members(runs, target)
+    m = load_members(runs, target, min_folds=1 if equal else 2)
     P, y, folds, names = m["P"], m["y"], m["folds"], list(m["names"])
     if extra:
         if P.shape[2] != 1:
@@ -218,10 +223,20 @@ def blend_report(runs, target="target", extra: dict | None = None) -> dict:
         P = np.concatenate([P, df[list(extra)].to_numpy(dtype=float)[:, :, None]], axis=1)
     metric = get_metric(m["metric"])
     score = lambda pred: metric.honest_score(y, pred, folds)[0]  # noqa: E731
-    W = fit_blend(P, y, m["objective"], metric)
-    in_sample = blend(P, W)
-    rule = metric.fit_rule(y, in_sample)
-    _, cv, per_fold, rules = honest_blend(P, y, folds, m["objective"], metric)
+    if equal:
+        if metric.rule and len(np.unique(folds)) < 2:
+            raise DataError(f"{metric.name} scores labels picked by a rule fitted on other folds, and the "
+                            "runs share one finished fold: finish another fold in each")
+        W = np.full(P.shape[1], 1.0 / P.shape[1])
+        in_sample = blend(P, W)
+        rule = metric.fit_rule(y, in_sample)
+        cv, rules = metric.honest_score(y, in_sample, folds)
+        per_fold, rules = None, (rules or None)
+    else:
+        W = fit_blend(P, y, m["objective"], metric)
+        in_sample = blend(P, W)
+        rule = metric.fit_rule(y, in_sample)
+        _, cv, per_fold, rules = honest_blend(P, y, folds, m["objective"], metric)
     # Correlation of the members: of one class's probability, or of their values over every target.
     C = P[:, :, -1] if m["objective"].classes else P.transpose(0, 2, 1).reshape(-1, P.shape[1])
     return {
@@ -235,6 +250,7 @@ def blend_report(runs, target="target", extra: dict | None = None) -> dict:
         "folds": sorted(int(k) for k in np.unique(folds)),
         "scores": {n: score(P[:, i]) for i, n in enumerate(names)},
         "score_equal_average": score(P.mean(axis=1)),
+        "equal": equal,
         "score_blend_in_sample": metric.score(y, in_sample, rule),
         "score_blend_cv": cv,
         "weights_per_fold": per_fold,
@@ -245,11 +261,12 @@ def blend_report(runs, target="target", extra: dict | None = None) -> dict:
 
 
 def summary(report: dict) -> pd.DataFrame:
-    """The report's scores as a one-column table: each member, the average, both blend estimates."""
-    rows = {**report["scores"],
-            "equal-weight average": report["score_equal_average"],
-            "blend, weights fitted on all OOF (optimistic)": report["score_blend_in_sample"],
-            "blend, weights fitted inside CV (honest)": report["score_blend_cv"]}
+    """The report's scores as a one-column table: each member, the average, both blend estimates
+    (the average alone when it is the blend: nothing fitted)."""
+    rows = {**report["scores"], "equal-weight average": report["score_equal_average"]}
+    if not report.get("equal"):
+        rows.update({"blend, weights fitted on all OOF (optimistic)": report["score_blend_in_sample"],
+                     "blend, weights fitted inside CV (honest)": report["score_blend_cv"]})
     return pd.DataFrame({report["metric"]: rows})
 
 
@@ -348,11 +365,13 @@ def main(argv=None) -> int:
                                 formatter_class=HelpFormatter)
     p.add_argument("--runs", nargs="+", required=True, help="run folders trained on the same folds")
     p.add_argument("--out", required=True, help=f"{BLEND} to write")
+    p.add_argument("--equal", action="store_true", help="blend with equal weights, fitting nothing (runs that "
+                   "share one finished fold: seeds compared on fold 0)")
     p.add_argument("--target", default="target", help="the target column of runs saved before runs "
                    "recorded their competition")
     args = p.parse_args(argv)
     try:
-        report = blend_report(args.runs, args.target)
+        report = blend_report(args.runs, args.target, equal=args.equal)
     except (DataError, ValueError, OSError) as e:
         return cli_error(e)
     print(summary(report).to_string(float_format="{:.4f}".format))

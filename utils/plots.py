@@ -264,18 +264,20 @@ def top_words_figure(table: pd.DataFrame, lengths: pd.DataFrame | None = None):
 @styled
 def blend_figure(report: dict, oofs: pd.DataFrame | None = None):
     """The competition's metric for each member, their equal-weight average and the fitted blend
-    (in-sample and CV), the weights (per target when fitted per target), and how alike the
-    members are: for two, one's OOF predictions against the other's (given the OOF frame of one
-    output); for more, the correlation matrix of their OOF predictions."""
+    (in-sample and CV; none when the blend is the average), the weights (per target when fitted
+    per target), and how alike the members are: for two, one's OOF predictions against the
+    other's (given the OOF frame of one output); for more, the correlation matrix of their OOF
+    predictions."""
     names = report["runs"]
     pair = len(names) == 2 and oofs is not None
     n = 3 if pair or len(names) > 2 else 2
     fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.5))
-    labels = [*report["scores"], "equal average", "blend (in-sample)", "blend (CV)"]
+    fitted = not report.get("equal")  # an equal-weight blend is the average: no bars of its own
+    labels = [*report["scores"], "equal average", *(["blend (in-sample)", "blend (CV)"] if fitted else [])]
     values = [*report["scores"].values(), report["score_equal_average"],
-              report["score_blend_in_sample"], report["score_blend_cv"]]
-    bars = axes[0].bar(range(len(values)), values,
-                       color=["tab:blue"] * len(report["scores"]) + ["tab:gray", "tab:green", "tab:olive"])
+              *([report["score_blend_in_sample"], report["score_blend_cv"]] if fitted else [])]
+    colors = ["tab:blue"] * len(report["scores"]) + ["tab:gray", "tab:green", "tab:olive"]
+    bars = axes[0].bar(range(len(values)), values, color=colors[:len(values)])
     axes[0].bar_label(bars, fmt="%.4f", fontsize=8)
     axes[0].set_xticks(range(len(values)), labels, rotation=20, ha="right")
     lo = min(values)
@@ -292,7 +294,8 @@ def blend_figure(report: dict, oofs: pd.DataFrame | None = None):
     if w.shape[1] > 1:
         axes[1].legend(fontsize=7, ncol=2)
     axes[1].set_xticks(range(len(names)), names)
-    axes[1].set(title="Blend weights (non-negative, sum 1" + (" per target)" if w.shape[1] > 1 else ")"),
+    axes[1].set(title=("Blend weights (non-negative, sum 1" + (" per target)" if w.shape[1] > 1 else ")"))
+                if fitted else "Blend weights (equal: nothing fitted)",
                 ylim=(0, 1))
     axes[1].tick_params(axis="x", rotation=20)
     if pair:
