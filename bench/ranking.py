@@ -355,10 +355,12 @@ def science_mean(runs: list) -> dict:
     from utils.runs import read_metrics
 
     r = blend_report(runs, equal=True)
+    epochs = {json.loads((Path(run) / "config.json").read_text())["epochs"] for run in runs}
     minutes = sum(sum((read_metrics(run).get("seconds_per_fold") or {}).values()) for run in runs) / 60
     return {"arm": f"equal-weight average of {len(runs)} multiple-choice runs ({', '.join(r['runs'])})",
             "map@3": r["score_equal_average"], "members": r["scores"], "questions": r["n_rows"],
-            "epochs": 0, "runs": [str(Path(run)) for run in runs], "minutes": minutes}
+            "epochs": epochs.pop() if len(epochs) == 1 else 0, "runs": [str(Path(run)) for run in runs],
+            "minutes": minutes}
 
 
 def scaling(data: str = "", dim: int = 384, queries: int = 1000, k: int = 25) -> dict:
