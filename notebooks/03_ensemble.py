@@ -110,7 +110,7 @@ sign = 1 if report["greater_is_better"] else -1
 gain = sign * (report["score_blend_cv"] - sign * max(sign * v for v in report["scores"].values()))
 print(f"honest gain of the blend over the best single run: {gain:+.4f} {report['metric']} (> 0: better)")
 if report["equal"] and len(report["folds"]) == 1:
-    print(f"one shared fold ({report['n_rows']} rows): a gain this small can be noise; finish more folds")
+    print(f"on one fold ({report['n_rows']} rows) the gain is noisy; finish more folds to be sure of it")
 
 # %%
 fig = plots.blend_figure(report, oofs)

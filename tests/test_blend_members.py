@@ -198,10 +198,24 @@ def test_runs_sharing_one_fold_blend_with_equal_weights_fitting_nothing(fitted, 
     assert ensemble.blend_weights(out, runs)[0].tolist() == [0.5, 0.5]
     sub = tmp_path / "s.csv"
     assert predict.main(predict_argv(fitted, runs, sub, "--blend", out)) == 0 and len(pd.read_csv(sub)) == 6
+    capsys.readouterr()
+    labels = tmp_path / "pseudo.csv"
+    assert pseudo.main(pseudo_argv(fitted, runs, labels, "--blend", out)) == 0 and labels.exists()
+    assert "weights_per_fold" not in capsys.readouterr().err  # equal weights were fitted on nothing
     from utils import plots
 
     assert [t.get_text() for t in plots.blend_figure(report).axes[0].get_xticklabels()] == [
         "attn", "mean", "equal average"]
     tweets = [fold0_copy(tweets_run, tmp_path / name) for name in ("t1", "t2")]
-    assert_refused(ensemble, ["--runs", *map(str, tweets), "--out", str(out.with_name("t.json")), "--equal"],
-                   out.with_name("t.json"), capsys, "rule fitted on other folds", "finish another fold")
+    t = out.with_name("t.json")
+    assert_refused(ensemble, ["--runs", *map(str, tweets), "--out", str(t), "--equal"], t, capsys,
+                   "rule fitted on other folds", "finish another fold")
+    assert ensemble.main(["--runs", *map(str, tweets), "--out", str(t)]) == 2
+    assert "--equal" not in capsys.readouterr().err  # it would be refused too: not offered
+    # Runs with no finished fold in common: nothing to average either.
+    other = tmp_path / "fold1"
+    shutil.copytree(runs[1], other)
+    pd.read_csv(fitted / "runs" / "mean" / "oof.csv", dtype={"id": str}).query("fold == 1").to_csv(
+        other / "oof.csv", index=False)
+    assert_refused(ensemble, ["--runs", str(runs[0]), str(other), "--out", str(t), "--equal"], t, capsys,
+                   "share no finished fold", "attn has 0; ", "fold1 has 1")

@@ -110,7 +110,7 @@ def test_ensemble_notebook_averages_runs_that_share_one_fold(pipeline, tmp_path)
     assert blend["weights_per_fold"] is None and not (tmp_path / "runs" / "blend_with_tfidf.json").exists()
     text = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells
                    for o in c.get("outputs", []))
-    assert "one shared fold (" in text
+    assert "on one fold (" in text
 
 
 def test_submission_notebook_writes_valid_submission(pipeline):

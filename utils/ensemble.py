@@ -63,10 +63,14 @@ def load_members(runs, target: str = "target", min_folds: int = 2) -> dict:
     done = {Path(r): sorted(int(k) for k in o.frame["fold"].unique()) for r, o in zip(runs, oofs)}
     shared = sorted(set.intersection(*(set(d) for d in done.values())))
     each = "; ".join(f"{r} has {', '.join(map(str, d))}" for r, d in done.items())
+    if not shared:
+        raise DataError(f"the runs share no finished fold ({each}): finish the same folds in each")
     if len(shared) < min_folds:  # fold k's weights are fitted on the other shared folds' rows
+        # equal weights fit nothing, unless the metric's labels come from a rule (fitted on other folds)
+        equal = "" if get_metric(oofs[0].metric).rule else \
+            ", or average them with equal weights (--equal), which fits nothing"
         raise DataError(f"the runs share {len(shared)} finished fold(s) ({each}): an honest "
-                        "blend needs at least two shared folds; finish the same folds in each, or "
-                        "average them with equal weights (--equal), which fits nothing")
+                        f"blend needs at least two shared folds; finish the same folds in each{equal}")
     if any(d != shared for d in done.values()):
         print(f"note: blending on folds {', '.join(map(str, shared))}, the ones every run has "
               f"({each})", file=sys.stderr, flush=True)

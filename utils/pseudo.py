@@ -35,7 +35,7 @@ import pandas as pd
 from .cli import HelpFormatter, cli_error, first_paragraph
 from .data import DataError, folds_fingerprint, pseudo_info_path
 from .eda import plain_texts
-from .ensemble import blend, blend_weights, normalize_weights
+from .ensemble import blend, blend_weights, normalize_weights, read_blend
 from .files import run_names, write_csv, write_json
 from .objective import get_objective
 from .predict import blank_texts, check_runs, check_runs_agree, predict_folds, run_competition
@@ -180,8 +180,9 @@ def main(argv=None) -> int:
         comp = run_competition(args.runs[0])
         check_not_ranking(comp)
         run_names(args.runs)
-        weights, fold_weights = blend_weights(args.blend, args.runs) if args.blend else (None, None)
-        if args.blend and fold_weights is None:
+        saved = read_blend(args.blend) if args.blend else None
+        weights, fold_weights = blend_weights(args.blend, args.runs, saved) if saved else (None, None)
+        if saved and fold_weights is None and not saved.get("equal"):  # equal weights: nothing fitted
             print(f"note: {Path(args.blend).name} has no weights_per_fold: its weights serve every "
                   "fold, honest only if they were not fitted on these runs' out-of-fold rows",
                   file=sys.stderr)
