@@ -352,10 +352,10 @@ def science_mean(runs: list) -> dict:
     `python -m utils.ensemble --equal`): nothing is fitted on the validation questions, so the
     average is as honest as each run; its members' figures beside it."""
     from utils.ensemble import blend_report
-    from utils.runs import read_metrics
+    from utils.runs import read_config, read_metrics
 
     r = blend_report(runs, equal=True)
-    epochs = {json.loads((Path(run) / "config.json").read_text())["epochs"] for run in runs}
+    epochs = {read_config(run)["epochs"] for run in runs}
     minutes = sum(sum((read_metrics(run).get("seconds_per_fold") or {}).values()) for run in runs) / 60
     return {"arm": f"equal-weight average of {len(runs)} multiple-choice runs ({', '.join(r['runs'])})",
             "map@3": r["score_equal_average"], "members": r["scores"], "questions": r["n_rows"],

@@ -227,15 +227,15 @@ def blend_report(runs, target="target", extra: dict | None = None, equal: bool =
         P = np.concatenate([P, df[list(extra)].to_numpy(dtype=float)[:, :, None]], axis=1)
     metric = get_metric(m["metric"])
     score = lambda pred: metric.honest_score(y, pred, folds)[0]  # noqa: E731
-    if equal:
-        if metric.rule and len(np.unique(folds)) < 2:
-            raise DataError(f"{metric.name} scores labels picked by a rule fitted on other folds, and the "
-                            "runs share one finished fold: finish another fold in each")
+    if equal and metric.rule and len(np.unique(folds)) < 2:
+        raise DataError(f"{metric.name} scores labels picked by a rule fitted on other folds, and the "
+                        "runs share one finished fold: finish another fold in each")
+    average, average_rules = metric.honest_score(y, P.mean(axis=1), folds)
+    if equal:  # the blend is the average: its CV score and per-fold rules are the average's
         W = np.full(P.shape[1], 1.0 / P.shape[1])
         in_sample = blend(P, W)
         rule = metric.fit_rule(y, in_sample)
-        cv, rules = metric.honest_score(y, in_sample, folds)
-        per_fold, rules = None, (rules or None)
+        cv, per_fold, rules = average, None, (average_rules or None)
     else:
         W = fit_blend(P, y, m["objective"], metric)
         in_sample = blend(P, W)
@@ -253,7 +253,7 @@ def blend_report(runs, target="target", extra: dict | None = None, equal: bool =
         "n_rows": len(y),
         "folds": sorted(int(k) for k in np.unique(folds)),
         "scores": {n: score(P[:, i]) for i, n in enumerate(names)},
-        "score_equal_average": score(P.mean(axis=1)),
+        "score_equal_average": average,
         "equal": equal,
         "score_blend_in_sample": metric.score(y, in_sample, rule),
         "score_blend_cv": cv,
