@@ -287,7 +287,7 @@ def science_baselines(data: str) -> list:
 
 def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 128, batch_size: int = 8,
                 lr: float = 3e-5, backbone_dropout: bool = False, options_in_text: bool = False, llrd: float = 1.0,
-                seed: int = 42) -> dict:
+                seed: int = 42, ema: float = 0.0) -> dict:
     from utils.config import TrainConfig
     from utils.metrics import METRICS
     from utils.runs import read_oof
@@ -298,20 +298,21 @@ def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 12
     cfg = TrainConfig(train_csv=str(Path(data) / "train.csv"), out=str(out), model=minilm(), competition=SCIENCE,
                       only_folds=(0,), epochs=epochs, eval_every=10_000, progress=False, pooling=pooling,
                       max_len=max_len, batch_size=batch_size, lr=lr, backbone_dropout=backbone_dropout,
-                      options_in_text=options_in_text, llrd=llrd, seed=seed)
+                      options_in_text=options_in_text, llrd=llrd, seed=seed, ema=ema)
     t0 = time.time()
     run_cv(cfg)
     run = read_oof(out)
     y, p = run.objective.oof_arrays(run.frame, ("answer",))
     recipe = (f", lr {lr:g}" if lr != 3e-5 else "") + (", backbone dropout" if backbone_dropout else "") + \
         (f", every option in the text, max_len {max_len}" if options_in_text else "") + \
-        (f", layer decay {llrd:g}" if llrd != 1 else "") + (f", seed {seed}" if seed != 42 else "")
+        (f", layer decay {llrd:g}" if llrd != 1 else "") + (f", seed {seed}" if seed != 42 else "") + \
+        (f", weight average {ema:g}" if ema else "")
     return {"arm": f"the kit's multiple-choice scorer ({pooling} pooling{recipe})",
             "map@3": METRICS["map@3"].score(y, p),
             "accuracy": float(np.mean(p.argmax(1) == y)), "minutes": (time.time() - t0) / 60, "epochs": epochs,
             "questions": int(len(y)), "max_len": max_len, "batch_size": batch_size, "lr": lr,
             "backbone_dropout": backbone_dropout, "options_in_text": options_in_text, "llrd": llrd, "seed": seed,
-            "run": str(out.relative_to(ROOT))}
+            "ema": ema, "run": str(out.relative_to(ROOT))}
 
 
 def science_orders(data: str, run: str, orders: int = 5) -> dict:
@@ -487,6 +488,7 @@ def main() -> None:
     p.add_argument("--backbone-dropout", action="store_true", help="science-kit: the backbone's dropout on")
     p.add_argument("--llrd", type=float, default=1.0, help="science-kit: layer-wise decay of the encoder's lr")
     p.add_argument("--seed", type=int, default=42, help="science-kit: the training seed (the folds stay)")
+    p.add_argument("--ema", type=float, default=0.0, help="science-kit: a moving average of the weights, this decay")
     p.add_argument("--table", action="store_true")
     a = p.parse_args()
     if a.table or not a.arm:
@@ -509,7 +511,7 @@ def main() -> None:
     elif a.arm == "science-kit":
         save("science", science_kit(a.data, a.epochs, a.pooling, a.max_len, lr=a.lr,
                                     backbone_dropout=a.backbone_dropout, options_in_text=a.options_in_text,
-                                    llrd=a.llrd, seed=a.seed))
+                                    llrd=a.llrd, seed=a.seed, ema=a.ema))
     elif a.arm == "science-orders":
         save("science", science_orders(a.data, a.run))
     elif a.arm == "science-mean":

@@ -46,6 +46,7 @@ max_len = 256
 lr = 2e-5  # encoder
 head_lr = 1e-3  # pooling + head
 llrd = 1.0  # layer-wise lr decay: 1 is off, e.g. 0.95
+ema = 0.0  # >0: validate and keep a moving average of the weights with this decay, e.g. 0.999
 max_rows = 0  # 0 means every row
 max_steps = 0  # 0 means no cap
 eval_every = 40
@@ -116,7 +117,7 @@ cfg = TrainConfig(
     train_csv=str(data / comp.train_file), out=str(run_dir), model=model_name, competition=competition,
     pooling=pooling,
     folds=folds, epochs=epochs, batch_size=batch_size, max_len=max_len, lr=lr, head_lr=head_lr,
-    llrd=llrd, max_rows=max_rows, max_steps=max_steps, eval_every=eval_every,
+    llrd=llrd, ema=ema, max_rows=max_rows, max_steps=max_steps, eval_every=eval_every,
     eval_schedule=tuple(map(tuple, eval_schedule)), precision=precision,
     gradient_checkpointing=gradient_checkpointing, lora_r=lora_r, lora_alpha=lora_alpha,
     lora_dropout=lora_dropout, lora_targets=tuple(lora_targets), load_in_4bit=load_in_4bit,

@@ -52,6 +52,49 @@ def test_best_checkpoint_reproduces_its_oof(tiny_csv, tiny_bert, tmp_path):
     assert predict_run(out, ["a b"], progress=False).shape == (1,)
 
 
+def test_weight_average_is_what_validates_and_the_training_weights_come_back_bit_for_bit():
+    from utils.train import WeightAverage
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1).to(torch.bfloat16))
+    model[0].bias.requires_grad_(False)  # frozen: never averaged, never touched
+    average = WeightAverage(model, decay=0.9)
+    assert set(average.shadow) == {"0.weight", "1.weight", "1.bias"}
+    start = {n: p.detach().float().clone() for n, p in model.named_parameters()}
+    expected = dict(start)
+    for step in (1, 2, 3, 40):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.37)
+        average.update(step)
+        d = min(0.9, (1 + step) / (10 + step))  # the ramp: 0.18, 0.25, 0.31, then the cap
+        for n in average.shadow:
+            expected[n] = d * expected[n] + (1 - d) * dict(model.named_parameters())[n].detach().float()
+    for n, v in average.shadow.items():
+        assert torch.allclose(v, expected[n], atol=1e-6) and v.dtype == torch.float32
+    trained = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with average.validated():
+        for n, p in model.named_parameters():
+            if n in average.shadow:
+                assert torch.equal(p, average.shadow[n].to(p.dtype)) and not torch.equal(p, trained[n])
+            else:
+                assert torch.equal(p, trained[n])
+    for n, p in model.named_parameters():
+        assert torch.equal(p, trained[n]) and p.dtype == trained[n].dtype
+
+
+def test_ema_keeps_and_saves_the_average_and_leaves_training_alone(tiny_csv, tiny_bert, tmp_path):
+    run_cv(cfg_for(tiny_csv, tmp_path / "plain", tiny_bert, only_folds=(1,), eval_every=1))
+    run_cv(cfg_for(tiny_csv, tmp_path / "ema", tiny_bert, only_folds=(1,), eval_every=1, ema=0.9))
+    hist = {r: json.loads((tmp_path / r / "fold1" / "history.json").read_text())["history"] for r in ("plain", "ema")}
+    # The same training: the loss of every step is the same; only what is validated differs.
+    assert [h["train_loss"] for h in hist["plain"]] == [h["train_loss"] for h in hist["ema"]]
+    assert [h["rmse"] for h in hist["plain"]] != [h["rmse"] for h in hist["ema"]]
+    assert json.loads((tmp_path / "ema" / "config.json").read_text())["ema"] == 0.9
+    assert_fold_reproduces_its_oof(tmp_path / "ema", 1, tiny_csv)  # the checkpoint is the average it scored
+    with pytest.raises(ValueError, match="ema must be in"):
+        cfg_for(tiny_csv, tmp_path / "x", tiny_bert, ema=1.0)
+
+
 def test_seed_determinism_and_shared_folds(tiny_csv, tiny_bert, tmp_path):
     a = run_cv(cfg_for(tiny_csv, tmp_path / "a", tiny_bert))
     b = run_cv(cfg_for(tiny_csv, tmp_path / "b", tiny_bert))

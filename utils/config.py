@@ -79,6 +79,7 @@ class TrainConfig:
     weight_decay: float = 0.01  # AdamW's, not on biases and norms
     warmup: float = 0.06  # fraction of steps of linear warmup, then cosine decay
     max_grad_norm: float = 1.0  # 0 = no clipping
+    ema: float = 0.0  # >0: validate and keep an exponential moving average of the weights, this decay (e.g. 0.999)
     loss: str = "mse"  # mse | rmse | se (standard-error-aware: the competition's standard_error_col)
     min_se: float = 0.05  # clamp tiny standard errors (the reference row has 0)
     precision: str = "auto"  # auto = bf16/fp16 AMP on CUDA, fp32 on CPU; or fp32 | fp16 | bf16
@@ -149,6 +150,8 @@ class TrainConfig:
             raise ValueError("--reinit-layers with --lora-r: re-initialised layers would stay frozen")
         if self.pseudo_weight < 0:
             raise ValueError(f"pseudo_weight must be >= 0, got {self.pseudo_weight}")
+        if not 0 <= self.ema < 1:
+            raise ValueError(f"ema must be in [0, 1) (0 = off; a decay such as 0.999), got {self.ema}")
 
 
 RUN_CONTROL = ("only_folds", "overwrite", "progress", "num_workers", "log_with")

@@ -17,6 +17,7 @@ lines) is the competition's metric of exactly those, so anyone recomputing it fr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -506,6 +507,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     best, best_state, best_pred, history, diverged = math.inf, None, None, [], 0
     finite_preds = True  # the last validation's predictions were all finite
     step, next_eval, loss_sum, loss_n = 0, eval_period(cfg, math.inf), 0.0, 0
+    average = WeightAverage(accelerator.unwrap_model(model), cfg.ema) if cfg.ema else None
     t0 = time.time()
     bar = tqdm(total=total, desc=f"fold {fold}",
                disable=not show_progress(cfg.progress and accelerator.is_main_process))
@@ -527,17 +529,20 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
                 continue
             scheduler.step()
             step += 1
+            if average is not None:
+                average.update(step)
             bar.update(1)
             end_of_epoch = i == len(dl) - 1
             if step >= next_eval or end_of_epoch or step == total:
-                rows = predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj.activate, shape)
-                pred = as_submitted(comp, shape.outputs(data.valid_ds.per_text(rows), data, embed))
-                m = scores(comp, y_va, pred)
-                finite_preds = bool(np.isfinite(pred).all())
-                improved = m["score"] < best
-                if improved:
-                    best, best_pred = m["score"], pred
-                    best_state = trained_state(accelerator.unwrap_model(model), cfg.lora_r > 0)
+                with average.validated() if average is not None else contextlib.nullcontext():
+                    rows = predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj.activate, shape)
+                    pred = as_submitted(comp, shape.outputs(data.valid_ds.per_text(rows), data, embed))
+                    m = scores(comp, y_va, pred)
+                    finite_preds = bool(np.isfinite(pred).all())
+                    improved = m["score"] < best
+                    if improved:
+                        best, best_pred = m["score"], pred
+                        best_state = trained_state(accelerator.unwrap_model(model), cfg.lora_r > 0)
                 entry = {"step": step, "epoch": epoch, "phase": phase,
                          "train_loss": loss_sum / max(loss_n, 1)}
                 entry.update({k: v for k, v in m.items() if not isinstance(v, dict)})
@@ -585,6 +590,38 @@ def fold_outcome(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, data: Fo
         log(f"fold {fold}: " + ", ".join(f"{k} {v:.4f}" for k, v in figures.items()))
         info["figures"] = figures
     return oof, info
+
+
+class WeightAverage:
+    """An exponential moving average of the weights that train (--ema), kept in fp32 beside them
+    and updated after each optimizer step; the decay ramps up as min(decay, (1 + step) / (10 + step))
+    so that the first steps' weights fade quickly. `validated(model)` puts the average into the model
+    for a validation (and so into the checkpoint kept from it), then the weights that train back,
+    bit for bit, whatever their dtype."""
+
+    def __init__(self, model, decay: float):
+        self.decay = decay
+        self.params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+        self.shadow = {n: p.detach().float().clone() for n, p in self.params.items()}
+
+    @torch.no_grad()
+    def update(self, step: int) -> None:
+        d = min(self.decay, (1 + step) / (10 + step))
+        for n, p in self.params.items():
+            self.shadow[n].lerp_(p.detach().float(), 1 - d)
+
+    @contextlib.contextmanager
+    def validated(self):
+        with torch.no_grad():
+            held = {n: p.detach().clone() for n, p in self.params.items()}
+            for n, p in self.params.items():
+                p.copy_(self.shadow[n])
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for n, p in self.params.items():
+                    p.copy_(held[n])
 
 
 def trained_state(model, lora: bool) -> dict:

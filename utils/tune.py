@@ -46,6 +46,7 @@ SPACE = {
     "pooling": ("cat", ("attention", "mean", "attention+mean")),
     "layers": ("int", 1, 4),
     "max_grad_norm": ("cat", (0.0, 1.0, 10.0)),
+    "ema": ("cat", (0.0, 0.999)),  # a moving average of the weights, off or on
     "lora_r": ("cat", (4, 8, 16, 32, 64)),  # LoRA's rank (runs with --lora-r only)
     "lora_alpha": ("cat", (8.0, 16.0, 32.0, 64.0)),  # LoRA's scale numerator
     "lora_dropout": ("float", 0.0, 0.1),
