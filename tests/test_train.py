@@ -82,9 +82,17 @@ def test_weight_average_is_what_validates_and_the_training_weights_come_back_bit
         assert torch.equal(p, trained[n]) and p.dtype == trained[n].dtype
 
 
-def test_ema_keeps_and_saves_the_average_and_leaves_training_alone(tiny_csv, tiny_bert, tmp_path):
-    run_cv(cfg_for(tiny_csv, tmp_path / "plain", tiny_bert, only_folds=(1,), eval_every=1))
-    run_cv(cfg_for(tiny_csv, tmp_path / "ema", tiny_bert, only_folds=(1,), eval_every=1, ema=0.9))
+def test_ema_keeps_and_saves_the_average_and_leaves_training_alone(tiny_csv, tiny_bert, tmp_path, monkeypatch):
+    from utils.train import WeightAverage
+
+    # Two micro-batches per optimizer step: the average moves once per step, not per micro-batch.
+    common = dict(only_folds=(1,), eval_every=1, batch_size=4, grad_accum=2)
+    run_cv(cfg_for(tiny_csv, tmp_path / "plain", tiny_bert, **common))
+    updates, update = [], WeightAverage.update
+    monkeypatch.setattr(WeightAverage, "update", lambda self, step: (updates.append(step), update(self, step)))
+    run_cv(cfg_for(tiny_csv, tmp_path / "ema", tiny_bert, ema=0.9, **common))
+    steps = json.loads((tmp_path / "ema" / "fold1" / "history.json").read_text())["steps"]
+    assert updates == list(range(1, steps + 1)) and steps == 8  # 30 rows: 4 steps of 2 x 4 per epoch, 2 epochs
     hist = {r: json.loads((tmp_path / r / "fold1" / "history.json").read_text())["history"] for r in ("plain", "ema")}
     # The same training: the loss of every step is the same; only what is validated differs.
     assert [h["train_loss"] for h in hist["plain"]] == [h["train_loss"] for h in hist["ema"]]

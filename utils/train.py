@@ -594,10 +594,11 @@ def fold_outcome(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, data: Fo
 
 class WeightAverage:
     """An exponential moving average of the weights that train (--ema), kept in fp32 beside them
-    and updated after each optimizer step; the decay ramps up as min(decay, (1 + step) / (10 + step))
-    so that the first steps' weights fade quickly. `validated(model)` puts the average into the model
-    for a validation (and so into the checkpoint kept from it), then the weights that train back,
-    bit for bit, whatever their dtype."""
+    (on their device: one more copy of what trains) and updated after each optimizer step. The
+    decay is min(decay, (1 + step) / (10 + step)): the first steps' weights fade quickly, and 0.999
+    is reached after about 9,000 steps, so a shorter run averages roughly its last step / 9 steps.
+    `validated()` puts the average into the model for a validation (and so into the checkpoint
+    kept from it), then the weights that train back, bit for bit, from a copy held on the CPU."""
 
     def __init__(self, model, decay: float):
         self.decay = decay
@@ -613,7 +614,7 @@ class WeightAverage:
     @contextlib.contextmanager
     def validated(self):
         with torch.no_grad():
-            held = {n: p.detach().clone() for n, p in self.params.items()}
+            held = {n: p.detach().to("cpu", copy=True) for n, p in self.params.items()}
             for n, p in self.params.items():
                 p.copy_(self.shadow[n])
         try:
