@@ -80,6 +80,10 @@ def test_weight_average_is_what_validates_and_the_training_weights_come_back_bit
                 assert torch.equal(p, trained[n])
     for n, p in model.named_parameters():
         assert torch.equal(p, trained[n]) and p.dtype == trained[n].dtype
+    off = WeightAverage(model, decay=0.0)  # --ema off: nothing copied, nothing swapped
+    off.update(1)
+    with off.validated():
+        assert not off.shadow and all(torch.equal(p, trained[n]) for n, p in model.named_parameters())
 
 
 def test_ema_keeps_and_saves_the_average_and_leaves_training_alone(tiny_csv, tiny_bert, tmp_path, monkeypatch):

@@ -471,6 +471,13 @@ def fold_optimisation(cfg: TrainConfig, comp: Competition, data: FoldData, model
     return model, optimizer, scheduler, {**b, "loaders": loaders, "valid": valid_dl, "total": total, "extra": extra}
 
 
+def truncation_note(cfg: TrainConfig, fold: int, n_cut: int, n_rows: int) -> str:
+    """The line saying how many texts are longer than max_len, and what --fit keeps of them."""
+    kept = {"head": "their first tokens kept", "head_tail": "their first and last tokens kept",
+            "windows": "read in overlapping windows, predictions averaged"}[cfg.fit]
+    return f"fold {fold}: {n_cut} of {n_rows} texts truncated to max_len {cfg.max_len} ({kept})"
+
+
 def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator,
                precision: bb.Precision, pseudo=None, on_validation=None):
     """Train one fold from scratch in `precision` (the backbone's weights as they load; the
@@ -491,9 +498,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     log = accelerator.print
     data = fold_data(cfg, comp, df, folds, fold, pseudo)
     if data.n_cut:
-        kept = {"head": "their first tokens kept", "head_tail": "their first and last tokens kept",
-                "windows": "read in overlapping windows, predictions averaged"}[cfg.fit]
-        log(f"fold {fold}: {data.n_cut} of {len(df)} texts truncated to max_len {cfg.max_len} ({kept})")
+        log(truncation_note(cfg, fold, data.n_cut, len(df)))
     model, target_mean = fold_model(cfg, comp, data, precision)
     shape.prepare(cfg, data, model, accelerator.device)  # e.g. hard negatives, mined by the untrained model
     model, optimizer, scheduler, b = fold_optimisation(cfg, comp, data, model, fold, accelerator, pseudo is not None)
@@ -507,7 +512,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     best, best_state, best_pred, history, diverged = math.inf, None, None, [], 0
     finite_preds = True  # the last validation's predictions were all finite
     step, next_eval, loss_sum, loss_n = 0, eval_period(cfg, math.inf), 0.0, 0
-    average = WeightAverage(accelerator.unwrap_model(model), cfg.ema) if cfg.ema else None
+    average = WeightAverage(accelerator.unwrap_model(model), cfg.ema)  # decay 0: none kept
     t0 = time.time()
     bar = tqdm(total=total, desc=f"fold {fold}",
                disable=not show_progress(cfg.progress and accelerator.is_main_process))
@@ -529,12 +534,11 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
                 continue
             scheduler.step()
             step += 1
-            if average is not None:
-                average.update(step)
+            average.update(step)
             bar.update(1)
             end_of_epoch = i == len(dl) - 1
             if step >= next_eval or end_of_epoch or step == total:
-                with average.validated() if average is not None else contextlib.nullcontext():
+                with average.validated():
                     rows = predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj.activate, shape)
                     pred = as_submitted(comp, shape.outputs(data.valid_ds.per_text(rows), data, embed))
                     m = scores(comp, y_va, pred)
@@ -598,11 +602,12 @@ class WeightAverage:
     decay is min(decay, (1 + step) / (10 + step)): the first steps' weights fade quickly, and 0.999
     is reached after about 9,000 steps, so a shorter run averages roughly its last step / 9 steps.
     `validated()` puts the average into the model for a validation (and so into the checkpoint
-    kept from it), then the weights that train back, bit for bit, from a copy held on the CPU."""
+    kept from it), then the weights that train back, bit for bit, from a copy held on the CPU.
+    With decay 0 (--ema off) it keeps nothing and does nothing."""
 
     def __init__(self, model, decay: float):
         self.decay = decay
-        self.params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+        self.params = {n: p for n, p in model.named_parameters() if p.requires_grad and decay}
         self.shadow = {n: p.detach().float().clone() for n, p in self.params.items()}
 
     @torch.no_grad()
