@@ -607,7 +607,8 @@ class WeightAverage:
 
     def __init__(self, model, decay: float):
         self.decay = decay
-        self.params = {n: p for n, p in model.named_parameters() if p.requires_grad and decay}
+        keep = bb.trainable_names(model) if decay else set()  # the kit's one rule for what trains
+        self.params = {n: p for n, p in model.named_parameters() if n in keep}
         self.shadow = {n: p.detach().float().clone() for n, p in self.params.items()}
 
     @torch.no_grad()
