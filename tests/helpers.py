@@ -96,14 +96,15 @@ def assert_one_line_error(err: str, *parts: str) -> None:
         assert part in lines[-1], lines[-1]
 
 
-def kill_in_fold_1(argv, tmp_path) -> None:
-    """Run `python -m utils.train ARGV` and SIGKILL it at fold 1's first logged step."""
+def kill_in_fold_1(argv, tmp_path, at: str = "fold 1 step 4/") -> None:
+    """Run `python -m utils.train ARGV` and SIGKILL it when it logs a line starting with `at`
+    (fold 1's second validation: its state at the first one is saved, the second's perhaps)."""
     cmd = [sys.executable, "-m", "utils.train", *argv]
     with open(tmp_path / "stderr.txt", "w") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=err, text=True)
         try:
             for line in proc.stdout:  # unbuffered: each log line as it is printed
-                if line.startswith("fold 1 step"):
+                if line.startswith(at):
                     proc.send_signal(signal.SIGKILL)
                     break
         finally:

@@ -240,3 +240,38 @@ def test_a_retriever_trains_on_two_cpu_processes(tiny_bert, tmp_path):
     assert len(oof) == 24 and oof["id"].is_unique
     assert all(len(c.split()) == 30 and len(set(c.split())) == 30 for c in oof["candidates"])  # every item, once
     assert "2 process(es)" in log and "valid map@25" in log
+
+
+def test_a_fold_stopped_mid_epoch_on_two_cpu_processes_resumes_to_the_identical_result(tiny_csv_module, tiny_bert,
+                                                                                       tmp_path):
+    # Each process's random states (dropout) are saved and restored, and each skips its own batches.
+    script = textwrap.dedent(f"""
+        import sys
+        from accelerate import notebook_launcher
+        from utils.config import TrainConfig
+        from utils.train import run_cv
+
+        def stop(fold, step, value):
+            if step == 7:
+                raise SystemExit(3)
+
+        def go(out, stopped):
+            cfg = TrainConfig(train_csv={str(tiny_csv_module)!r}, out=out, model={tiny_bert!r}, folds=2,
+                              only_folds=(1,), epochs=3, batch_size=4, eval_every=3, save_every=1, lr=1e-3,
+                              head_dropout=0.3, progress=False)
+            try:
+                run_cv(cfg, on_validation=stop if stopped else None)
+            except SystemExit:
+                pass
+
+        for out, stopped in (("ref", False), ("run", True), ("run", False)):
+            notebook_launcher(go, args=(out, stopped), num_processes=2, use_port=str({free_port()}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(),
+                          capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    assert "2 process(es) on cpu" in log and "fold 1: resumed at step 6/12" in log, log[-3000:]
+    assert (tmp_path / "run" / "oof.csv").read_bytes() == (tmp_path / "ref" / "oof.csv").read_bytes()
+    hist = [json.loads((tmp_path / r / "fold1" / "history.json").read_text())["history"] for r in ("ref", "run")]
+    assert hist[0] == hist[1] and not (tmp_path / "run" / "resume").exists()

@@ -687,3 +687,34 @@ def test_a_scorer_that_reads_every_option_predicts_as_it_validated(tmp_path, tin
     plain = predict_model(model, tok, rows, 64, shape=OptionRows())
     shifted = predict_model(model, tok, rows, 64, shape=OptionRows(options_in_text=True, listing_shift=2))
     assert not np.allclose(plain, probs, atol=1e-4) and not np.allclose(shifted, probs, atol=1e-4)
+
+
+@pytest.mark.versions
+@pytest.mark.parametrize("slug,kw", [(SCIENCE, dict(train_options=3)), (EEDI, dict(hard_negatives=2))])
+def test_a_ranking_fold_stopped_mid_epoch_resumes_to_the_identical_result(tmp_path, tiny_bert, capsys, slug, kw):
+    """The collator's draws (a sample of each row's options, a query's mined negatives) are the
+    ones the uninterrupted fold made, whatever batch the loader had fetched ahead at the save."""
+    from utils.train import run_cv
+
+    data = tiny_data(slug, tmp_path / "d", 24)
+    comp = load_competition(slug)
+    common = dict(competition=slug, max_len=32, pooling="mean", only_folds=(0,), epochs=3, batch_size=4,
+                  eval_every=2, save_every=1, **kw)
+    ref = cfg_for(data / comp.train_file, tmp_path / "ref", tiny_bert, **common)
+    run_cv(ref)
+    steps = json.loads((tmp_path / "ref" / "fold0" / "history.json").read_text())["steps"]
+    stop_at = steps // 3 + 2  # in the second epoch
+
+    def stop(fold, step, value):
+        if step >= stop_at:
+            raise KeyboardInterrupt
+
+    cfg = cfg_for(data / comp.train_file, tmp_path / "run", tiny_bert, **common)
+    with pytest.raises(KeyboardInterrupt):
+        run_cv(cfg, on_validation=stop)
+    capsys.readouterr()
+    run_cv(cfg)
+    assert "fold 0: resumed at step" in capsys.readouterr().out
+    assert (tmp_path / "run" / "oof.csv").read_bytes() == (tmp_path / "ref" / "oof.csv").read_bytes()
+    hist = [json.loads((tmp_path / r / "fold0" / "history.json").read_text())["history"] for r in ("ref", "run")]
+    assert hist[0] == hist[1]

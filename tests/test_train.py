@@ -594,3 +594,70 @@ def test_a_correlation_metric_chooses_checkpoints_and_is_reported(tiny_csv, tiny
         part = oof[oof.fold == k]
         assert m["fold_score"][k] == pytest.approx(pearson(part[["target"]], part[["pred"]]))
         assert max(h["pearson"] for h in hist) == pytest.approx(m["fold_score"][k], abs=1e-5)  # the best kept
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("settings", [
+    dict(eval_every=3, save_every=1, head_dropout=0.3, backbone_dropout=True),  # dropout draws restored
+    dict(eval_every=1, grad_accum=2, batch_size=4, ema=0.9),  # saved at validations only
+])
+def test_a_fold_stopped_mid_epoch_resumes_to_the_identical_result(tiny_csv, tiny_bert, tmp_path, capsys, settings):
+    from utils import resume
+
+    common = dict(only_folds=(1,), epochs=3, **settings)
+    ref = tmp_path / "ref"
+    run_cv(cfg_for(tiny_csv, ref, tiny_bert, **common))
+    out = tmp_path / "run"
+
+    def stop(fold, step, value):  # killed at the validation of step 7 (of 4 per epoch), before its save
+        if step == 7:
+            raise Stop
+
+    with pytest.raises(Stop):
+        run_cv(cfg_for(tiny_csv, out, tiny_bert, **common), on_validation=stop)
+    saved = json.loads((resume.folder(out, 1) / "progress.json").read_text())
+    assert saved["step"] == 6 and saved["epoch"] == 1 and not (out / "fold1").exists()  # mid-epoch
+    capsys.readouterr()
+    run_cv(cfg_for(tiny_csv, out, tiny_bert, **common))  # the same command again
+    log = capsys.readouterr().out
+    assert f"fold 1: resumed at step {saved['step']}/" in log
+    assert f"fold 1 step {saved['step']}/" not in log  # nothing before the saved step is trained again
+    assert (out / "oof.csv").read_bytes() == (ref / "oof.csv").read_bytes()  # identical, not close
+    hist = lambda r: json.loads((r / "fold1" / "history.json").read_text())  # noqa: E731
+    assert hist(out)["history"] == hist(ref)["history"]
+    assert hist(out)["steps"] == hist(ref)["steps"]
+    assert not resume.folder(out, 1).exists()  # dropped once the fold is written
+
+
+def test_a_saved_fold_refuses_other_arguments_and_restarts_at_another_micro_batch(tiny_csv, tiny_bert, tmp_path,
+                                                                                   capsys):
+    from utils import resume
+
+    out = tmp_path / "run"
+
+    def stop(fold, step, value):
+        raise Stop
+
+    with pytest.raises(Stop):
+        run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,)), on_validation=stop)
+    assert resume.pending(out) == [] and not resume.folder(out, 0).exists()  # stopped before the first save
+    with pytest.raises(Stop):
+        run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,), save_every=1),
+               on_validation=lambda f, s, v: s == 4 and stop(f, s, v))
+    assert resume.pending(out) == [0]
+    # Another argument while a fold is saved: refused in one line, nothing deleted.
+    with pytest.raises(RuntimeError, match="different arguments") as e:
+        run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,), lr=2e-3))
+    assert "\n" not in str(e.value) and resume.pending(out) == [0]
+    # A state of another micro-batch than the run can take (an out-of-memory retry halves it, so a
+    # smaller one that divides the batch goes on): the fold starts over, said in one line.
+    capsys.readouterr()
+    state = resume.folder(out, 0) / "progress.json"
+    state.write_text(json.dumps({**json.loads(state.read_text()), "micro_batch": 5}))
+    run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,), batch_size=8))
+    log = capsys.readouterr().out
+    assert "fold 0: its saved state was trained at micro-batch 5, not 8: the fold starts over" in log
+    assert (out / "fold0").is_dir() and resume.pending(out) == []

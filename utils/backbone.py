@@ -43,12 +43,17 @@ class Family:
     why: str = ""  # the reason for fp16=False / the attention
     saved_hidden: float = 8.5  # activations kept per token and layer, in hidden sizes (+ 4 intermediate)
     saved_scores: int = 1  # attention-score tensors kept per layer in eager attention
+    positions_after_pad: bool = False  # position ids start after the pad id (RoBERTa, MPNet)
 
 
 GEMMA2_WHY = ("Gemma 2's activations exceed fp16's range and its attention soft-caps its logits, "
               "which only the eager attention computes")
 FAMILIES = {f.name: f for f in (
-    Family("bert"), Family("roberta"), Family("xlm-roberta"), Family("electra"),
+    Family("bert"), Family("roberta", positions_after_pad=True),
+    Family("xlm-roberta", positions_after_pad=True), Family("electra"),
+    # MPNet (all-mpnet-base-v2): q/k/v/o projections, relative position buckets on top of
+    # absolute positions counted from pad id + 1, no token_type_ids
+    Family("mpnet", lora_targets=("q", "k", "v", "o", "dense"), positions_after_pad=True),
     Family("deberta-v2", lora_targets=("query_proj", "key_proj", "value_proj", "dense")),
     Family("deberta", lora_targets=("in_proj", "dense")),
     Family("llama", True, ATTENTION_AND_MLP),
@@ -254,10 +259,15 @@ def trainable_names(model: torch.nn.Module) -> set:
 
 def local_dir(name_or_dir: str) -> Path | None:
     """The folder holding a model's files: the folder given, or a hub id's snapshot in the local
-    Hugging Face cache (no download); None when neither exists."""
+    Hugging Face cache (no download), or the kit's offline copy (utils.models); None when
+    none exists."""
     path = Path(name_or_dir).expanduser()
     if path.is_dir():
         return path
+    from .models import local  # noqa: PLC0415 (light: files only)
+
+    if local(str(name_or_dir)) is not None:
+        return local(str(name_or_dir))
     try:
         from huggingface_hub import snapshot_download
 

@@ -138,6 +138,8 @@ class Collator:
     """Dynamic padding: pad a batch to its longest sequence, rounded up to a multiple of 8, on the
     tokenizer's padding side ("right", or "left" as some decoders' tokenizers ask)."""
 
+    seed, calls = 0, 0  # a collator that draws at random: batch c's draws come from (seed, c)
+
     def __init__(self, pad_token_id: int, multiple: int = 8, target_dtype=torch.float32,
                  padding_side: str = "right"):
         if padding_side not in ("right", "left"):
@@ -146,6 +148,14 @@ class Collator:
         self.multiple = multiple
         self.target_dtype = target_dtype
         self.left = padding_side == "left"
+
+    def batch_rng(self) -> np.random.Generator:
+        """This batch's random draws: from (seed, how many batches were drawn for before), so a
+        fold resumed mid-epoch (utils.resume sets `calls`) draws what it would have, whatever
+        the loader had fetched ahead when it was saved."""
+        rng = np.random.default_rng((self.seed, self.calls))
+        self.calls += 1
+        return rng
 
     def __call__(self, items):
         longest = max(len(x["input_ids"]) for x in items)
@@ -235,7 +245,7 @@ class EpochBatches(torch.utils.data.Sampler):
     def __init__(self, lengths, batch_size: int, seed: int, group_by_length: bool, processes: int = 1):
         self.lengths, self.size, self.seed = lengths, batch_size, seed
         self.group_by_length, self.processes = group_by_length, processes
-        self.epoch = 0
+        self.epoch, self.skip = 0, 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -249,18 +259,21 @@ class EpochBatches(torch.utils.data.Sampler):
         return deal_evenly(batches, self.processes)
 
     def __iter__(self):
-        return iter(self._batches())
+        return iter(self._batches()[self.skip:])  # a resumed epoch: the batches not trained yet
 
-    def __len__(self):
+    def __len__(self):  # the whole epoch's, skipped or not
         n = -(-len(self.lengths) // self.size)
         return n + (-n % self.processes if n else 0)
 
 
-def start_epoch(loader, sampler: EpochBatches, epoch: int) -> None:
-    """Make `epoch` the batch order of the loader's next pass. accelerate's prepared loader counts
-    its own passes from 0 and, from 1.x, sets that count on the batch sampler when a pass begins:
-    its count is set too, or a loader that starts at a later epoch (a resumed run, the real rows
-    after pseudo epochs) would replay epoch 0's order."""
+def start_epoch(loader, sampler: EpochBatches, epoch: int, skip: int = 0) -> None:
+    """Make `epoch` the batch order of the loader's next pass, less its first `skip` batches (of
+    every process's: a fold resumed mid-epoch; the batches are dealt to the processes in turn, so
+    each skips its own). accelerate's prepared loader counts its own passes from 0 and, from 1.x,
+    sets that count on the batch sampler when a pass begins: its count is set too, or a loader
+    that starts at a later epoch (a resumed run, the real rows after pseudo epochs) would replay
+    epoch 0's order."""
     if hasattr(loader, "set_epoch"):
         loader.set_epoch(epoch)
     sampler.set_epoch(epoch)
+    sampler.skip = skip

@@ -23,6 +23,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from . import backbone as bb
+from . import models
 from .files import BACKBONE_CONFIG, FILES_NEEDED, KIT_CONFIG, VOCAB_FILES, WEIGHTS  # noqa: F401
 from .fold import ModelSpec, read_fold, write_record
 from .pooling import build_pooling
@@ -149,6 +150,7 @@ class TextModel(nn.Module):
         `device_map` (accelerate's: {"": 1}, or "auto" and `max_memory` to split a model over
         GPUs) places the base as it loads."""
         config = _pretrained(AutoConfig, name_or_dir)
+        source = models.resolve(name_or_dir)  # the folder of a backbone the kit has offline
         fam = bb.family_of(config)
         bb.check_pooling(spec.pooling, fam)
         if not backbone_dropout:
@@ -178,7 +180,7 @@ class TextModel(nn.Module):
                 if max_memory:
                     kw["max_memory"] = max_memory
             with quiet_head_report():
-                backbone = AutoModel.from_pretrained(name_or_dir, config=config, **kw)
+                backbone = AutoModel.from_pretrained(source, config=config, **kw)
             if device_map is None:
                 backbone = backbone.to(dtype)
             targets = bb.lora_targets(spec.lora_targets, fam)
@@ -189,7 +191,7 @@ class TextModel(nn.Module):
                     p.data = p.data.float()
         else:
             with quiet_head_report():
-                backbone = AutoModel.from_pretrained(name_or_dir, config=config, **kw).float()
+                backbone = AutoModel.from_pretrained(source, config=config, **kw).float()
         if reinit_layers > 0:
             std = getattr(config, "initializer_range", 0.02)
             for layer in encoder_layers(backbone)[-reinit_layers:]:
@@ -327,7 +329,7 @@ def check_model_dir(folder) -> None:
 
 def _pretrained(auto_cls, name_or_dir: str):
     """`auto_cls.from_pretrained(name_or_dir)`, with "model not found: NAME" for a missing model."""
-    text = str(name_or_dir)
+    text = models.resolve(name_or_dir)  # a backbone the kit has offline: its folder
     path = Path(text).expanduser()
     # A hub id is "name" or "org/name"; anything else that is not on disk is a mistyped path.
     looks_like_path = path.is_absolute() or text.startswith(("./", "../", "~")) or text.count("/") > 1
@@ -347,9 +349,10 @@ def _pretrained(auto_cls, name_or_dir: str):
         if path.is_dir():
             raise  # a local folder without config.json / tokenizer files: transformers names them
         first = str(e).strip().split("\n")[0][:160]
+        hint = models.how_to_get(text)
         raise FileNotFoundError(
             f"model not found: {text} (not a local folder, and the Hugging Face hub could not "
-            f"provide it: {first})"
+            f"provide it: {first})" + (f"; to have it offline: {hint}" if hint else "")
         ) from None
 
 
@@ -361,12 +364,12 @@ def load_tokenizer(name_or_dir: str):
 
 
 def max_positions(name_or_dir: str) -> int | None:
-    """How many tokens the backbone takes (its absolute position embeddings, less RoBERTa's
-    padding offset); None when it has no such limit (relative positions, e.g. DeBERTa-v3)."""
+    """How many tokens the backbone takes (its absolute position embeddings, less RoBERTa's and
+    MPNet's padding offset); None when it has no such limit (relative positions, e.g. DeBERTa-v3)."""
     config = _pretrained(AutoConfig, name_or_dir)
     n = getattr(config, "max_position_embeddings", None)
     if not n or getattr(config, "position_biased_input", True) is False:
         return None
-    if "roberta" in str(getattr(config, "model_type", "")):
+    if bb.family_of(config).positions_after_pad or "roberta" in str(getattr(config, "model_type", "")):
         n -= (getattr(config, "pad_token_id", 1) or 1) + 1  # positions start after the pad id
     return int(n)

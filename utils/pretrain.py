@@ -46,6 +46,7 @@ from .data import DataError, read_csv
 from .env import versions
 from .files import atomic_dir, atomic_file, content_sha256, write_csv, write_json
 from .model import _pretrained, load_tokenizer
+from .models import resolve
 from .train import accelerator_for
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -193,7 +194,7 @@ def load_mlm(name_or_dir: str):
     transformers.logging.set_verbosity_error()
     try:
         model, info = AutoModelForMaskedLM.from_pretrained(
-            name_or_dir, config=config, output_loading_info=True
+            resolve(name_or_dir), config=config, output_loading_info=True
         )
     except ValueError as e:  # a config class without a masked-LM model (GPT-2, T5, ...)
         first = str(e).strip().splitlines()[0][:200]
@@ -219,7 +220,7 @@ def save_backbone(mlm_model, name_or_dir: str, tokenizer, folder: Path) -> None:
     original checkpoint's model class, config and keys (its pooler kept), the trained weights."""
     from transformers import AutoModel
 
-    base = AutoModel.from_pretrained(name_or_dir).float()
+    base = AutoModel.from_pretrained(resolve(name_or_dir)).float()
     result = base.load_state_dict(mlm_model.base_model.state_dict(), strict=False)
     # Only the parts an MLM model does not have may keep the checkpoint's weights (the pooler).
     stale = [k for k in result.missing_keys if not k.startswith("pooler.")]

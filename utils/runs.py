@@ -127,11 +127,12 @@ def has_oof(run) -> bool:
 
 
 def remove_results(run) -> None:
-    """Delete a run's finished folds and summaries (its config stays): a run started over."""
+    """Delete a run's finished folds, saved fold states and summaries (its config stays): a run
+    started over."""
     import shutil
 
     run = Path(run)
-    for p in [*run.glob("fold[0-9]*"), run / OOF, run / METRICS, run / FOLDS]:
+    for p in [*run.glob("fold[0-9]*"), run / OOF, run / METRICS, run / FOLDS, run / "resume"]:
         shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
 
 

@@ -122,19 +122,20 @@ class OptionCollator(Collator):
     def __init__(self, pad_token_id: int, multiple: int = 8, target_dtype=torch.float32,
                  padding_side: str = "right", sample: int = 0, seed: int = 0):
         super().__init__(pad_token_id, multiple, target_dtype, padding_side)
-        self.sample, self.rng = sample, np.random.default_rng(seed)
+        self.sample, self.seed = sample, seed
 
-    def draw(self, x: dict) -> dict:
+    def draw(self, x: dict, rng) -> dict:
         k, t = len(x["input_ids"]), int(x["target"])
         if not self.sample or self.sample >= k or t < 0:
             return x
-        others = self.rng.choice(np.delete(np.arange(k), t), self.sample - 1, replace=False)
+        others = rng.choice(np.delete(np.arange(k), t), self.sample - 1, replace=False)
         kept = np.sort(np.append(others, t))
         return {**x, "input_ids": [x["input_ids"][j] for j in kept], "target": int(np.flatnonzero(kept == t)[0])}
 
     def __call__(self, items):
         if self.sample and "target" in items[0]:
-            items = [self.draw(x) for x in items]
+            rng = self.batch_rng()
+            items = [self.draw(x, rng) for x in items]
         flat = [{"input_ids": ids, "index": 0} for x in items for ids in x["input_ids"]]
         batch = super().__call__(flat)
         batch["index"] = torch.tensor([x["index"] for x in items])
@@ -202,16 +203,17 @@ class QueryCollator(Collator):
                  padding_side="right"):
         super().__init__(pad_token_id, 8, target_dtype, padding_side)
         self.items, self.negatives, self.n_negatives = items, negatives, n_negatives
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
 
     def __call__(self, rows):
+        rng = self.batch_rng()
         batch = super().__call__([{k: v for k, v in x.items() if k != "target"} for x in rows])
         true = [int(x["target"]) for x in rows]
         cols = list(true)
         for x in rows:
             mined = self.negatives[x["index"]] if self.negatives is not None else []
             if len(mined) and self.n_negatives:
-                cols += self.rng.choice(mined, min(self.n_negatives, len(mined)), replace=False).tolist()
+                cols += rng.choice(mined, min(self.n_negatives, len(mined)), replace=False).tolist()
         items = Collator.__call__(self, [{"input_ids": self.items.input_ids[j], "index": j} for j in cols])
         batch["item_ids"], batch["item_mask"] = items["input_ids"], items["attention_mask"]
         batch["item_index"] = torch.tensor(cols)

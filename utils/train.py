@@ -36,7 +36,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from . import backbone as bb
-from . import runs
+from . import resume, runs
 from .batching import (
     Batches,
     EpochBatches,
@@ -445,7 +445,7 @@ def fold_batches(cfg: TrainConfig, comp: Competition, data: FoldData, fold: int,
     valid = DataLoader(data.valid_ds, batch_sampler=valid_batches,
                        collate_fn=shape.eval_collator(data.tokenizer, dtype))
     phases = ["pseudo"] * (cfg.pseudo_epochs if data.pseudo_ds is not None else 0) + ["labelled"] * cfg.epochs
-    return {"loaders": loaders, "samplers": samplers, "valid": valid, "phases": phases,
+    return {"loaders": loaders, "samplers": samplers, "valid": valid, "phases": phases, "collate": collate,
             "extra": shape.loaders(data, cfg.eval_batch_size, data.tokenizer, accelerator.num_processes)}
 
 
@@ -480,9 +480,10 @@ def truncation_note(cfg: TrainConfig, fold: int, n_cut: int, n_rows: int) -> str
 
 def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.ndarray, fold: int, accelerator,
                precision: bb.Precision, pseudo=None, on_validation=None):
-    """Train one fold from scratch in `precision` (the backbone's weights as they load; the
-    accelerator autocasts); returns (model with the best weights, tokenizer, oof, history). The
-    oof rows hold the predictions as the submission writes them (as_submitted).
+    """Train one fold in `precision` (the backbone's weights as they load; the accelerator
+    autocasts), from scratch or from its saved state (utils.resume); returns (model with the best
+    weights, tokenizer, oof, history). The oof rows hold the predictions as the submission writes
+    them (as_submitted).
 
     `on_validation(fold, step, metric value)`: called after each validation (a tuner's report;
     what it raises stops the run).
@@ -508,19 +509,30 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     def embed(name, n):  # another loader's rows through the model (a catalogue's items)
         return predict_loader(model, b["extra"][name], accelerator, n, obj.activate, shape)
 
-    # Stage 4, the loop: train, validate on schedule, keep the best weights.
-    best, best_state, best_pred, history, diverged = math.inf, None, None, [], 0
-    finite_preds = True  # the last validation's predictions were all finite
-    step, next_eval, loss_sum, loss_n = 0, eval_period(cfg, math.inf), 0.0, 0
+    # Stage 4, the loop: train, validate on schedule, keep the best weights, save (utils.resume).
     average = WeightAverage(accelerator.unwrap_model(model), cfg.ema)  # decay 0: none kept
-    t0 = time.time()
-    bar = tqdm(total=total, desc=f"fold {fold}",
+
+    def keep():  # the fold's state, to resume from (every process calls it; the main one writes)
+        trained = trained_state(accelerator.unwrap_model(model), cfg.lora_r > 0)
+        resume.save(cfg.out, fold, dataclasses.replace(p, seconds=p.seconds + time.time() - t0), model, optimizer,
+                    scheduler, accelerator, average, cfg.batch_size, trained)
+
+    p = resume.load(cfg.out, fold, model, optimizer, scheduler, accelerator, average, b["collate"], cfg.lora_r > 0,
+                    cfg.batch_size, total) or resume.Progress(next_eval=eval_period(cfg, math.inf))
+    t0, diverged = time.time(), 0
+    bar = tqdm(total=total, initial=p.step, desc=f"fold {fold}",
                disable=not show_progress(cfg.progress and accelerator.is_main_process))
     model.train()
     for epoch, phase in enumerate(phases):
-        dl = loaders[phase]
-        start_epoch(dl, samplers[phase], epoch)
-        for i, batch in enumerate(dl):
+        dl, skip = loaders[phase], p.batches if epoch == p.epoch else 0
+        if epoch < p.epoch or skip >= len(dl):
+            continue
+        if not skip:
+            resume.restore_random(p)  # before the pass draws its seed (a no-op unless just resumed)
+        start_epoch(dl, samplers[phase], epoch, skip * accelerator.num_processes)
+        p.epoch = epoch
+        for i, batch in enumerate(dl, start=skip):
+            resume.restore_random(p)  # resumed mid-epoch: after the pass drew its seed
             with accelerator.accumulate(model):
                 preds = shape.forward(model, batch)
                 loss = compute_loss(cfg, comp, preds, batch["target"], batch.get("weight"))
@@ -529,54 +541,62 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
                     accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                 optimizer.step()
                 optimizer.zero_grad()
-            loss_sum, loss_n = loss_sum + loss.item(), loss_n + 1
+            p.loss_sum, p.loss_n, p.batches, p.micro_batches = p.loss_sum + loss.item(), p.loss_n + 1, i + 1, \
+                p.micro_batches + 1
             if not accelerator.sync_gradients:
                 continue
             scheduler.step()
-            step += 1
-            average.update(step)
+            p.step += 1
+            average.update(p.step)
             bar.update(1)
-            end_of_epoch = i == len(dl) - 1
-            if step >= next_eval or end_of_epoch or step == total:
+            if validate := p.step >= p.next_eval or i == len(dl) - 1 or p.step == total:
                 with average.validated():
                     rows = predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj.activate, shape)
                     pred = as_submitted(comp, shape.outputs(data.valid_ds.per_text(rows), data, embed))
                     m = scores(comp, y_va, pred)
-                    finite_preds = bool(np.isfinite(pred).all())
-                    improved = m["score"] < best
+                    p.finite_preds = bool(np.isfinite(pred).all())
+                    improved = m["score"] < p.best
                     if improved:
-                        best, best_pred = m["score"], pred
-                        best_state = trained_state(accelerator.unwrap_model(model), cfg.lora_r > 0)
-                entry = {"step": step, "epoch": epoch, "phase": phase,
-                         "train_loss": loss_sum / max(loss_n, 1)}
-                entry.update({k: v for k, v in m.items() if not isinstance(v, dict)})
-                entry["best"], entry["lr"] = best, scheduler.get_last_lr()[0]
-                history.append(entry)
-                accelerator.log({f"fold{fold}/valid_{metric.name}": m[metric.name],
-                                 f"fold{fold}/train_loss": entry["train_loss"], f"fold{fold}/lr": entry["lr"]},
-                                step=step)
-                shown = -best if metric.greater_is_better else best
-                log(
-                    f"fold {fold} step {step}/{total} | train loss {entry['train_loss']:.4f} | "
-                    f"valid {metric.name} {m[metric.name]:.4f} | best {shown:.4f}{' *' if improved else ''}"
-                )
-                loss_sum, loss_n = 0.0, 0
-                next_eval = step + eval_period(cfg, best)
+                        p.best, p.best_pred = m["score"], pred
+                        p.best_state = trained_state(accelerator.unwrap_model(model), cfg.lora_r > 0)
+                record_validation(cfg, p, m, epoch, phase, scheduler, accelerator, fold, total, improved, metric)
                 if on_validation is not None:
-                    on_validation(fold, step, m[metric.name])
+                    on_validation(fold, p.step, m[metric.name])
                 if not math.isfinite(m["score"]) and not weights_finite(model):
-                    diverged = step  # NaN/inf weights never recover: stop this fold now
+                    diverged = p.step  # NaN/inf weights never recover: stop this fold now
                     break
-            if step >= total:
+            if p.step < total and (validate or (cfg.save_every > 0 and p.step % cfg.save_every == 0)):
+                keep()
+            if p.step >= total:
                 break
-        if step >= total or diverged:
+        p.batches = 0
+        if p.step >= total or diverged:
             break
     bar.close()
 
-    final = fold_best(model, best_state, accelerator, fold, step, diverged, comp, finite_preds)
-    info = {"fold": fold, "best_score": best, "steps": step, "seconds": time.time() - t0}
-    oof, info = fold_outcome(cfg, comp, df, data, fold, best_pred, target_mean, info, log)
-    return final, data.tokenizer, oof, {**info, "history": history}
+    final = fold_best(model, p.best_state, accelerator, fold, p.step, diverged, comp, p.finite_preds)
+    info = {"fold": fold, "best_score": p.best, "steps": p.step, "seconds": p.seconds + time.time() - t0}
+    oof, info = fold_outcome(cfg, comp, df, data, fold, p.best_pred, target_mean, info, log)
+    return final, data.tokenizer, oof, {**info, "history": p.history}
+
+
+def record_validation(cfg: TrainConfig, p: resume.Progress, m: dict, epoch: int, phase: str, scheduler, accelerator,
+                      fold: int, total: int, improved: bool, metric) -> None:
+    """A validation's entry in the fold's history, its tracker values and its log line; the
+    training loss restarts and the next validation is scheduled."""
+    entry = {"step": p.step, "epoch": epoch, "phase": phase, "train_loss": p.loss_sum / max(p.loss_n, 1)}
+    entry.update({k: v for k, v in m.items() if not isinstance(v, dict)})
+    entry["best"], entry["lr"] = p.best, scheduler.get_last_lr()[0]
+    p.history.append(entry)
+    accelerator.log({f"fold{fold}/valid_{metric.name}": m[metric.name],
+                     f"fold{fold}/train_loss": entry["train_loss"], f"fold{fold}/lr": entry["lr"]}, step=p.step)
+    shown = -p.best if metric.greater_is_better else p.best
+    accelerator.print(
+        f"fold {fold} step {p.step}/{total} | train loss {entry['train_loss']:.4f} | "
+        f"valid {metric.name} {m[metric.name]:.4f} | best {shown:.4f}{' *' if improved else ''}"
+    )
+    p.loss_sum, p.loss_n = 0.0, 0
+    p.next_eval = p.step + eval_period(cfg, p.best)
 
 
 def fold_outcome(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, data: FoldData, fold: int, best_pred,
@@ -702,6 +722,10 @@ def train_fold_in_memory(cfg: TrainConfig, comp: Competition, df, folds, fold: i
         result[3].update(batch_size=batch_size, grad_accum=ga)
         return result
 
+    # A fold resumed from its saved state goes on at the micro-batch it was trained with.
+    saved = resume.saved_micro_batch(cfg.out, fold)
+    if saved and saved < state["size"] and effective % saved == 0:
+        state["size"], state["accelerator"] = saved, accelerator_for(state["precision"], effective // saved)
     kw = {"starting_batch_size": state["size"]}
     if "reduce_batch_size_fn" in inspect.signature(find_executable_batch_size).parameters:
         kw["reduce_batch_size_fn"] = lambda: state["size"] // 2  # accelerate >= 1.x: 10% by default
@@ -767,9 +791,9 @@ def prepare_out(cfg: TrainConfig, comp: Competition, out: Path) -> None:
             if key not in saved and (key in CONTENT_KEYS or current[key] == defaults.get(key)):
                 current.pop(key)
         diff = differences(saved, current)
-        # No finished fold (e.g. the last command had a typo in --model): nothing to lose, so
+        # No finished or saved fold (e.g. the last command had a typo in --model): nothing to lose, so
         # the corrected command simply starts over instead of asking for --overwrite.
-        if diff and not cfg.overwrite and runs.finished_folds(out):
+        if diff and not cfg.overwrite and (runs.finished_folds(out) or resume.pending(out)):
             raise RunError(
                 f"{out} holds a run made with different arguments or inputs ({diff}); "
                 "use another --out, the same arguments and inputs, or --overwrite"
@@ -924,6 +948,7 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
                                                   "target_mean": info["target_mean"],
                                                   "train": identity(cfg, comp), "competition": comp.to_dict()})
                 runs.write_fold_summaries(tmp, oof, info)
+            resume.remove(out, fold)
             metrics = summarize(cfg, comp, out)
             accelerator.print(
                 f"fold {fold}: best {metrics['metric']} {metrics['fold_score'][fold]:.4f} in "

@@ -1,0 +1,157 @@
+"""A fold that resumes where it was killed: what the training loop carries from step to step
+(`Progress`), saved with the weights, optimizer, scheduler, GradScaler, weight average and
+random states to OUT/resume/fold{k}/ at each validation and every --save-every optimizer steps,
+atomically, and read back by the same command run again. The fold then finishes exactly as an
+uninterrupted one would (the same oof.csv on a CPU): the data order skips the micro-batches
+already trained, and every random draw after the save is the one it would have been.
+
+The folder is removed once the fold's own folder is written. What the run was given is checked
+before (utils.train.prepare_out: a changed argument or input is refused in one line while a fold
+is unfinished), and the state records the micro-batch it was trained with: a fold restarted at
+another micro-batch (after an out-of-memory retry) starts over, said in one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .files import atomic_dir, write_json
+
+STATE, SUMMARY = "state.pt", "progress.json"
+
+
+@dataclass
+class Progress:
+    """Where a fold's training stands."""
+
+    step: int = 0  # optimizer steps done
+    epoch: int = 0  # the phase (epoch) being trained
+    batches: int = 0  # micro-batches of that epoch trained (this process's)
+    next_eval: int = 0  # the step of the next validation
+    loss_sum: float = 0.0  # training loss since the last validation
+    loss_n: int = 0
+    best: float = math.inf  # the best validation's score (the metric as a loss)
+    best_state: dict | None = None  # its weights (CPU copy of what trains)
+    best_pred: np.ndarray | None = None  # its validation predictions
+    history: list = field(default_factory=list)
+    finite_preds: bool = True  # the last validation's predictions were all finite
+    seconds: float = 0.0  # training time spent before this process started
+    micro_batches: int = 0  # micro-batches trained in all epochs (the collator's count of draws)
+    random: dict | None = None  # a loaded state's random states, until restore_random applies them
+
+
+def folder(out, fold: int) -> Path:
+    return Path(out) / "resume" / f"fold{fold}"
+
+
+def pending(out) -> list:
+    """Folds of a run that have a saved state (unfinished, resumable)."""
+    root = Path(out) / "resume"
+    return sorted(int(p.name[4:]) for p in root.glob("fold[0-9]*") if (p / STATE).is_file()) if root.is_dir() else []
+
+
+def saved_micro_batch(out, fold: int) -> int | None:
+    path = folder(out, fold) / SUMMARY
+    return int(json.loads(path.read_text())["micro_batch"]) if path.is_file() else None
+
+
+def remove(out, fold: int | None = None) -> None:
+    """Drop a fold's saved state (all of them: fold None)."""
+    path = Path(out) / "resume" if fold is None else folder(out, fold)
+    shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(OSError):  # the run's last saved fold: no empty folder left
+        (Path(out) / "resume").rmdir()
+
+
+def _random_states() -> dict:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def _every_process(obj) -> list:
+    """obj from every process, in rank order (a list of one without data parallelism)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return [obj]
+    got = [None] * dist.get_world_size()
+    dist.all_gather_object(got, obj)
+    return got
+
+
+def save(out, fold: int, progress: Progress, model, optimizer, scheduler, accelerator, average,
+         micro_batch: int, trained: dict) -> None:
+    """Write the fold's state (every process calls it: the random states of each are kept; the
+    main process writes). `trained`: the weights that train (utils.train.trained_state)."""
+    states = _every_process(_random_states())
+    if accelerator.is_main_process:
+        scaler = getattr(accelerator, "scaler", None)
+        state = {"progress": {**asdict(progress), "random": None}, "model": trained,
+                 "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                 "scaler": scaler.state_dict() if scaler is not None else None,
+                 "average": {n: t.detach().cpu() for n, t in average.shadow.items()}, "random": states}
+        with atomic_dir(folder(out, fold)) as tmp:
+            torch.save(state, tmp / STATE)
+            write_json(tmp / SUMMARY, {"step": progress.step, "epoch": progress.epoch,
+                                       "micro_batch": micro_batch, "best": progress.best})
+    accelerator.wait_for_everyone()
+
+
+def load(out, fold: int, model, optimizer, scheduler, accelerator, average, collate, lora: bool, micro_batch: int,
+         total: int) -> Progress | None:
+    """Restore a fold's saved state into the prepared model, optimizer, scheduler, scaler and
+    weight average, and the collator's count of draws, said in one line; its Progress (holding
+    this process's random states for restore_random), or None when none is saved (or one of
+    another micro-batch, dropped)."""
+    path = folder(out, fold) / STATE
+    if saved_micro_batch(out, fold) not in (None, micro_batch):
+        accelerator.print(f"fold {fold}: its saved state was trained at micro-batch {saved_micro_batch(out, fold)}, "
+                          f"not {micro_batch}: the fold starts over")
+        accelerator.wait_for_everyone()  # every process has read it before it goes
+        if accelerator.is_main_process:
+            remove(out, fold)
+        return None
+    if not path.is_file():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)  # the kit's own file
+    except Exception as e:  # a file cut short by a full disk: the rename never happened, but say so
+        raise ValueError(f"{path} cannot be read ({str(e).splitlines()[0][:120]}); delete it to start "
+                         f"fold {fold} over") from None
+    accelerator.unwrap_model(model).load_state_dict(state["model"], strict=not lora)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    scaler = getattr(accelerator, "scaler", None)
+    if scaler is not None and state["scaler"] is not None:
+        scaler.load_state_dict(state["scaler"])
+    for n, t in state["average"].items():
+        average.shadow[n].copy_(t)
+    progress = Progress(**state["progress"])
+    progress.random = state["random"][min(accelerator.process_index, len(state["random"]) - 1)]
+    collate.calls = progress.micro_batches  # the next batch draws what it would have
+    accelerator.print(f"fold {fold}: resumed at step {progress.step}/{total} (epoch {progress.epoch + 1}, best so "
+                      f"far {progress.best:.4f} as a loss)")
+    return progress
+
+
+def restore_random(progress: Progress) -> None:
+    """Put a loaded state's random states back, once: where the killed process stood, after the
+    loader of the resumed epoch drew its own seed (torch's DataLoader takes one from the global
+    generator when a pass begins)."""
+    mine, progress.random = progress.random, None
+    if mine is None:
+        return
+    torch.set_rng_state(mine["torch"])
+    np.random.set_state(mine["numpy"])
+    random.setstate(mine["python"])
+    if mine["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(mine["cuda"])
