@@ -53,6 +53,25 @@ def minilm() -> str:
     return str(folder)
 
 
+OUT, SAVE_EVERY = [""], [0]  # --out, --save-every: a long arm's run folder, saved as it trains
+
+
+def run_folder(prefix: str) -> Path:
+    """The arm's run folder: --out (the same command again resumes it where it stopped), else a
+    new one under runs/ (git-ignored)."""
+    if OUT[0]:
+        return Path(OUT[0]).resolve()
+    (ROOT / "runs").mkdir(exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=ROOT / "runs"))
+
+
+def fold_minutes(out: Path) -> float:
+    """Fold 0's training minutes over every process that trained it (a resumed fold's too)."""
+    from utils.runs import read_history
+
+    return read_history(out, 0)["seconds"] / 60
+
+
 def tagged(result: dict) -> dict:
     """An arm's figures, its backbone named in the arm when it is not all-MiniLM-L6-v2."""
     from utils.models import known
@@ -133,11 +152,10 @@ def eedi_kit(data: str, epochs: int, pooling: str = "mean", hard_negatives: int 
     from utils.train import run_cv
 
     comp, queries, items, truth, va, seen = eedi_rows(data)
-    (ROOT / "runs").mkdir(exist_ok=True)  # git-ignored
-    out = Path(tempfile.mkdtemp(prefix="eedi-", dir=ROOT / "runs"))
+    out = run_folder("eedi")
     cfg = TrainConfig(train_csv=str(Path(data) / "train.csv"), out=str(out), model=minilm(), competition=EEDI,
                       only_folds=(0,), epochs=epochs, eval_every=10_000, progress=False, pooling=pooling,
-                      hard_negatives=hard_negatives, fit=fit, **{**RECIPE, "lr": lr})
+                      hard_negatives=hard_negatives, fit=fit, save_every=SAVE_EVERY[0], **{**RECIPE, "lr": lr})
     t0 = time.time()
     run_cv(cfg)
     minutes = (time.time() - t0) / 60
@@ -149,7 +167,7 @@ def eedi_kit(data: str, epochs: int, pooling: str = "mean", hard_negatives: int 
     recipe = f", lr {lr:g}" + (f", fit {fit}" if fit else "") if (lr, fit) != (RECIPE["lr"], "") else ""
     return {"arm": f"the kit's retriever ({pooling} pooling, {hard_negatives} mined negative(s) per query{recipe})",
             **figures(oof_truth, scores, np.array([seen_by_id[i] for i in ids])), "minutes": minutes,
-            "epochs": epochs, "run": str(out.relative_to(ROOT))}
+            "epochs": epochs, "run": str(out.relative_to(ROOT)), "fold_minutes_all_sessions": fold_minutes(out)}
 
 
 def eedi_rerank(data: str, retriever: str, epochs: int, candidates: int = 25, train_options: int = 8,
@@ -311,12 +329,11 @@ def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 12
     from utils.runs import read_oof
     from utils.train import run_cv
 
-    (ROOT / "runs").mkdir(exist_ok=True)
-    out = Path(tempfile.mkdtemp(prefix="science-", dir=ROOT / "runs"))
+    out = run_folder("science")
     cfg = TrainConfig(train_csv=str(Path(data) / "train.csv"), out=str(out), model=minilm(), competition=SCIENCE,
                       only_folds=(0,), epochs=epochs, eval_every=10_000, progress=False, pooling=pooling,
                       max_len=max_len, batch_size=batch_size, lr=lr, backbone_dropout=backbone_dropout,
-                      options_in_text=options_in_text, llrd=llrd, seed=seed, ema=ema)
+                      options_in_text=options_in_text, llrd=llrd, seed=seed, ema=ema, save_every=SAVE_EVERY[0])
     t0 = time.time()
     run_cv(cfg)
     run = read_oof(out)
@@ -330,7 +347,7 @@ def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 12
             "accuracy": float(np.mean(p.argmax(1) == y)), "minutes": (time.time() - t0) / 60, "epochs": epochs,
             "questions": int(len(y)), "max_len": max_len, "batch_size": batch_size, "lr": lr,
             "backbone_dropout": backbone_dropout, "options_in_text": options_in_text, "llrd": llrd, "seed": seed,
-            "ema": ema, "run": str(out.relative_to(ROOT))}
+            "ema": ema, "run": str(out.relative_to(ROOT)), "fold_minutes_all_sessions": fold_minutes(out)}
 
 
 def science_orders(data: str, run: str, orders: int = 5) -> dict:
@@ -508,10 +525,12 @@ def main() -> None:
     p.add_argument("--llrd", type=float, default=1.0, help="science-kit: layer-wise decay of the encoder's lr")
     p.add_argument("--seed", type=int, default=42, help="science-kit: the training seed (the folds stay)")
     p.add_argument("--ema", type=float, default=0.0, help="science-kit: a moving average of the weights, this decay")
+    p.add_argument("--out", default="", help="science-kit, eedi-kit: the run folder (again: resumes it)")
+    p.add_argument("--save-every", type=int, default=0, help="science-kit, eedi-kit: save the fold every N steps")
     p.add_argument("--model", default=MINILM, help="the backbone (one utils.models knows): all-mpnet-base-v2")
     p.add_argument("--table", action="store_true")
     a = p.parse_args()
-    BACKBONE[0] = a.model
+    BACKBONE[0], OUT[0], SAVE_EVERY[0] = a.model, a.out, a.save_every
     if a.table or not a.arm:
         print(table())
         return

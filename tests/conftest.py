@@ -167,6 +167,38 @@ def tiny_decoders(tmp_path_factory) -> dict:
     return {f: str(build_tiny_decoder(tmp_path_factory.mktemp(f"tiny-{f}"), f)) for f in DECODERS}
 
 
+def build_tiny_mpnet(folder: Path) -> Path:
+    """A random 2-layer MPNet with all-mpnet-base-v2's conventions: <s> 0, <pad> 1, </s> 2 (pad id
+    1, positions counted from 2), a pair as <s> A </s></s> B </s> (RobertaProcessing, as its
+    tokenizer.json), no token_type_ids, relative position buckets."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import AutoModel, MPNetConfig, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    order = ["<s>", "<pad>", "</s>", "<unk>", "[UNK]", "<mask>"]
+    tok.train_from_iterator([" ".join(WORDS) + " ."], trainers.WordLevelTrainer(special_tokens=order))
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0), trim_offsets=True)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                                   cls_token="<s>", unk_token="[UNK]", pad_token="<pad>", mask_token="<mask>",
+                                   model_max_length=512, model_input_names=["input_ids", "attention_mask"])
+    config = MPNetConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=514, pad_token_id=1, bos_token_id=0,
+                         eos_token_id=2, relative_attention_num_buckets=32)
+    import torch
+
+    torch.manual_seed(0)
+    AutoModel.from_config(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet(tmp_path_factory) -> str:
+    return str(build_tiny_mpnet(tmp_path_factory.mktemp("tiny-mpnet")))
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> str:
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny-bert"), "bert"))
