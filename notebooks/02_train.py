@@ -36,7 +36,7 @@
 
 # %% tags=["parameters"]
 competition = ""  # a built-in slug or a competition.json; empty: commonlitreadabilityprize
-model_name = "roberta-base"  # hub name (internet on) or a folder, e.g. an attached dataset
+model_name = "roberta-base"  # hub name (internet on), a folder, or a backbone the kit has offline (utils.models)
 pooling = "attention"  # attention | mean | max | cls | last (a decoder's last real token) | attention+mean
 run_name = "roberta-base-attention"
 folds = 5
@@ -51,6 +51,7 @@ max_rows = 0  # 0 means every row
 max_steps = 0  # 0 means no cap
 eval_every = 40
 eval_schedule = []  # e.g. [[0.50, 16], [0.49, 8], [0.0, 1]]: validate more often as RMSE falls
+save_every = 0  # >0: also save the unfinished fold every N steps (always at each validation); run again: it resumes
 precision = "auto"  # bf16/fp16 AMP on GPU, fp32 on CPU
 gradient_checkpointing = False  # recompute activations in the backward: less memory (large models on a T4)
 lora_r = 0  # >0: LoRA adapters of this rank on a frozen backbone (decoder LLMs, e.g. 16); 0: the whole backbone trains
@@ -118,7 +119,7 @@ cfg = TrainConfig(
     pooling=pooling,
     folds=folds, epochs=epochs, batch_size=batch_size, max_len=max_len, lr=lr, head_lr=head_lr,
     llrd=llrd, ema=ema, max_rows=max_rows, max_steps=max_steps, eval_every=eval_every,
-    eval_schedule=tuple(map(tuple, eval_schedule)), precision=precision,
+    eval_schedule=tuple(map(tuple, eval_schedule)), save_every=save_every, precision=precision,
     gradient_checkpointing=gradient_checkpointing, lora_r=lora_r, lora_alpha=lora_alpha,
     lora_dropout=lora_dropout, lora_targets=tuple(lora_targets), load_in_4bit=load_in_4bit,
     pseudo_csv=pseudo_csv, pseudo_weight=pseudo_weight, pseudo_epochs=pseudo_epochs,

@@ -28,9 +28,21 @@
 #
 # Runs of one backbone correlate highly and their blend gains little; other seeds of the same run
 # average out training noise (4th place averaged 5 seeds x 5 folds); other backbones gain most.
+#
+# The example blends two backbones: all-MiniLM-L6-v2 (BERT, WordPiece) and all-mpnet-base-v2
+# (MPNet, 110M parameters; `python -m utils.models get all-mpnet-base-v2` once, offline after),
+# each trained by notebook 2 with its own `model_name` on the same folds:
+#
+#     python -m utils.train --train-csv data/train.csv --out runs/minilm-attention \
+#         --model sentence-transformers/all-MiniLM-L6-v2
+#     python -m utils.train --train-csv data/train.csv --out runs/mpnet-attention \
+#         --model sentence-transformers/all-mpnet-base-v2
+#
+# Each fold folder carries its own tokenizer, and a blend reads only the runs' out-of-fold
+# predictions, so runs of any backbones, tokenizers and max lengths blend alike.
 
 # %% tags=["parameters"]
-runs = ["roberta-base-attention", "roberta-large-attention"]  # run folder names in runs_dir
+runs = ["minilm-attention", "mpnet-attention"]  # run folder names in runs_dir (two backbones)
 equal_weights = False  # True: the plain average, nothing fitted (runs that share one finished fold)
 with_tfidf = True  # also blend TF-IDF + ridge fitted on the runs' folds (a CV estimate only)
 data_dir = ""  # empty: found by utils.env (for train.csv's texts when with_tfidf)

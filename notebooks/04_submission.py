@@ -35,7 +35,7 @@
 # %% tags=["parameters"]
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
 models_dataset = "commonlit-kit-models"  # Kaggle: the dataset holding the run folders
-runs = ["roberta-base-attention", "roberta-large-attention"]  # run folder names
+runs = ["minilm-attention", "mpnet-attention"]  # run folder names
 blend_json = "blend.json"  # beside the runs; empty: equal weights
 data_dir = ""  # empty: the competition input (Kaggle) or data/ (local)
 runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"

@@ -247,11 +247,11 @@ def real_data() -> Path:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, tiny_bert):
-    """Two tiny 2-fold runs (on the same folds), a blend.json and a test.csv."""
+def trained(tmp_path_factory, tiny_bert, tiny_mpnet):
+    """Two tiny 2-fold runs of two backbones (on the same folds), a blend.json and a test.csv."""
     from helpers import train_pair
 
-    return train_pair(tmp_path_factory.mktemp("runs"), tiny_bert)
+    return train_pair(tmp_path_factory.mktemp("runs"), tiny_bert, tiny_mpnet)
 
 
 @pytest.fixture(scope="module")

@@ -369,18 +369,19 @@ METRIC = Metric("mae_first", _mae_of_first, greater_is_better=False, needs="valu
 # ----------------------------------------------------------------------------- trained runs (conftest's fixtures)
 
 
-def train_pair(tmp: Path, tiny_bert) -> dict:
-    """Two tiny 2-fold runs (on the same folds), a blend.json and a test.csv."""
+def train_pair(tmp: Path, tiny_bert, tiny_mpnet) -> dict:
+    """Two tiny 2-fold runs of two backbones (BERT with attention pooling, MPNet with mean
+    pooling: two tokenizers) on the same folds, a blend.json and a test.csv."""
     from utils.ensemble import save_blend
     from utils.train import run_cv
 
     tiny_frame(60).to_csv(tmp / "train.csv", index=False)
-    runs = [tmp / "bert-attn", tmp / "bert-mean"]
+    runs = [tmp / "bert-attn", tmp / "mpnet-mean"]
     # The kit's default encoder lr: cfg_for's 1e-3 distorts the tiny encoder so much in two steps
     # that fp16 weights move its predictions by ~1.5e-3 (the check rightly refuses that).
     kw = dict(max_steps=2, lr=2e-5)
     run_cv(cfg_for(tmp / "train.csv", runs[0], tiny_bert, **kw))
-    run_cv(cfg_for(tmp / "train.csv", runs[1], tiny_bert, pooling="mean", **kw))
+    run_cv(cfg_for(tmp / "train.csv", runs[1], tiny_mpnet, pooling="mean", **kw))
     save_blend(tmp / "blend.json", {"runs": [r.name for r in runs], "weights": [0.7, 0.3]})
     test = tiny_frame(9, seed=7).drop(columns=["target", "standard_error"])
     test["id"] = [f"t{i:03d}" for i in range(len(test))]

@@ -195,18 +195,18 @@ def test_a_blend_is_bundled_only_with_exactly_its_runs(trained, tmp_path):
     """Some of a blend's runs, even leaving out a member of weight 0 (the blend was fitted with
     it), or a run other than the one it was fitted on: refused in one line."""
     one = dict(notebooks=[], wheels=None)
-    with pytest.raises(BundleError, match=r"its member\(s\) bert-mean not given") as e:
+    with pytest.raises(BundleError, match=r"its member\(s\) mpnet-mean not given") as e:
         build(BundleSpec(trained["runs"][:1], OWNER, tmp_path / "b", blend=trained["blend"], **one))
     assert "\n" not in str(e.value)
     zero = tmp_path / "zero.json"
-    zero.write_text(json.dumps({"runs": ["bert-attn", "bert-mean"], "weights": [1.0, 0.0]}))
-    with pytest.raises(BundleError, match=r"its member\(s\) bert-mean not given"):
+    zero.write_text(json.dumps({"runs": ["bert-attn", "mpnet-mean"], "weights": [1.0, 0.0]}))
+    with pytest.raises(BundleError, match=r"its member\(s\) mpnet-mean not given"):
         build(BundleSpec(trained["runs"][:1], OWNER, tmp_path / "c", blend=zero, **one))
     other = tmp_path / "other.json"
     ids = {r.name: identity(r) for r in trained["runs"]}
     other.write_text(json.dumps({"runs": list(ids), "weights": [0.5, 0.5],
-                                 "identities": {**ids, "bert-mean": "0" * 12}}))
-    with pytest.raises(BundleError, match="fitted on another run named 'bert-mean'"):
+                                 "identities": {**ids, "mpnet-mean": "0" * 12}}))
+    with pytest.raises(BundleError, match="fitted on another run named 'mpnet-mean'"):
         build(BundleSpec(trained["runs"], OWNER, tmp_path / "d", blend=other, **one))
 
 
@@ -407,7 +407,7 @@ def test_kernels_metadata_and_parameters(bundles):
     assert kernels["submission"]["parameters"] == {
         "kit_dataset": "commonlit-kit-code",
         "models_dataset": "commonlit-kit-models",
-        "runs": ["bert-attn", "bert-mean"],
+        "runs": ["bert-attn", "mpnet-mean"],
         "blend_json": "blend.json",
         "data_dir": "",
         "out_dir": "",
@@ -415,12 +415,12 @@ def test_kernels_metadata_and_parameters(bundles):
     }
     assert kernels["ensemble"]["parameters"] == {
         "kit_dataset": "commonlit-kit-code",
-        "runs": ["bert-attn", "bert-mean"],
+        "runs": ["bert-attn", "mpnet-mean"],
     }
     assert kernels["pseudo"]["parameters"] == {
         "kit_dataset": "commonlit-kit-code",
         "models_dataset": "commonlit-kit-models",
-        "teachers": ["bert-attn", "bert-mean"],
+        "teachers": ["bert-attn", "mpnet-mean"],
         "blend_json": "blend.json",
     }
     assert kernels["eda"]["parameters"] == {"kit_dataset": "commonlit-kit-code"}
