@@ -274,7 +274,21 @@ def table_candidates(path, ids, n: int) -> list:
     return [frame.loc[i, "candidate_ids"].split()[:n] for i in ids]
 
 
-def eedi_st(data: str, epochs: int, lr: float = RECIPE["lr"]) -> dict:
+def mined_negatives(queries: list, truth: np.ndarray, items: list, n: int, pool: int = 30, seed: int = 42) -> list:
+    """The kit's hard negatives for each training query, as a list of `n` item texts: mined as a
+    retriever fold mines them (utils.shapes.CatalogueRows.prepare: the untrained model's top `pool`
+    items by cosine, mean pooling, its true item never among them), n drawn from them once."""
+    from utils.search import similarities
+
+    model, tok = embedder()
+    sims = similarities(embed(model, tok, queries), embed(model, tok, items))
+    sims[np.arange(len(truth)), truth] = -np.inf
+    top = np.argsort(-sims, axis=1, kind="stable")[:, :pool]
+    rng = np.random.default_rng(seed)
+    return [[items[j] for j in rng.choice(row, n, replace=False)] for row in top]
+
+
+def eedi_st(data: str, epochs: int, lr: float = RECIPE["lr"], hard_negatives: int = 0) -> dict:
     from st_baseline import mnrl
 
     from utils.search import similarities
@@ -282,11 +296,15 @@ def eedi_st(data: str, epochs: int, lr: float = RECIPE["lr"]) -> dict:
     comp, queries, items, truth, va, seen = eedi_rows(data)
     tr = ~va
     t0 = time.time()
-    res = mnrl(minilm(), [q for q, t in zip(queries, tr) if t], items["text"].to_numpy()[truth[tr]].tolist(),
-               items["text"].tolist(), [q for q, v in zip(queries, va) if v], truth[va].tolist(), epochs=epochs,
-               batch_size=RECIPE["batch_size"], lr=lr, max_len=RECIPE["max_len"], return_embeddings=True)
+    train_queries, texts = [q for q, t in zip(queries, tr) if t], items["text"].tolist()
+    negatives = mined_negatives(train_queries, truth[tr], texts, hard_negatives) if hard_negatives else None
+    res = mnrl(minilm(), train_queries, items["text"].to_numpy()[truth[tr]].tolist(),
+               texts, [q for q, v in zip(queries, va) if v], truth[va].tolist(), epochs=epochs,
+               batch_size=RECIPE["batch_size"], lr=lr, max_len=RECIPE["max_len"], return_embeddings=True,
+               negatives=negatives)
     q, d = res.pop("query_embeddings"), res.pop("item_embeddings")
-    recipe = f", lr {lr:g}" if lr != RECIPE["lr"] else ""
+    recipe = (f", lr {lr:g}" if lr != RECIPE["lr"] else "") + \
+        (f", {hard_negatives} of the kit's mined negative(s) per query" if hard_negatives else "")
     return {"arm": f"sentence-transformers, MultipleNegativesRankingLoss{recipe}",
             **figures(truth[va], similarities(q, d), seen[va]),
             "minutes": (time.time() - t0) / 60, "epochs": epochs, "st": res}
@@ -507,7 +525,9 @@ def main() -> None:
     p.add_argument("--data", help="the competition's folder")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--pooling", default="mean")
-    p.add_argument("--hard-negatives", type=int, default=1)
+    p.add_argument("--hard-negatives", type=int, default=None,
+                   help="eedi-kit: mined negatives per query (default 1); eedi-st: the kit's mined negatives as "
+                        "(query, positive, negative...) tuples (default 0: pairs)")
     p.add_argument("--lr", type=float, default=RECIPE["lr"],
                    help="eedi-kit, eedi-st, science-kit: the encoder's learning rate")
     p.add_argument("--fit", default="", help="eedi-kit: how a long query is cut (head_tail keeps its end: the answers)")
@@ -537,14 +557,15 @@ def main() -> None:
     if a.arm == "eedi-zero":
         save("eedi", {**eedi_zero(a.data), "epochs": 0})
     elif a.arm == "eedi-kit":
-        save("eedi", eedi_kit(a.data, a.epochs, a.pooling, a.hard_negatives, a.lr, a.fit))
+        save("eedi", eedi_kit(a.data, a.epochs, a.pooling, 1 if a.hard_negatives is None else a.hard_negatives,
+                              a.lr, a.fit))
     elif a.arm == "eedi-rerank":
         save("eedi", eedi_rerank(a.data, a.retriever, a.epochs, a.candidates, a.train_options, a.max_len, lr=a.lr,
                                     max_steps=a.max_steps))
     elif a.arm == "eedi-rerank-mix":
         save("eedi", eedi_rerank_mix(a.data, a.retriever, a.reranker, a.candidates))
     elif a.arm == "eedi-st":
-        save("eedi", eedi_st(a.data, a.epochs, a.lr))
+        save("eedi", eedi_st(a.data, a.epochs, a.lr, a.hard_negatives or 0))
     elif a.arm == "science-baselines":
         for r in science_baselines(a.data):
             save("science", r)

@@ -63,11 +63,14 @@ def zero_shot(model_path: str, catalogue: list[str], valid_queries: list[str], v
 
 def mnrl(model_path: str, queries: list[str], positives: list[str], catalogue: list[str], valid_queries: list[str],
          valid_truth: list[int], epochs: int = 1, batch_size: int = 32, lr: float = 2e-5, max_len: int = 256,
-         seed: int = 42, k: int = 25, return_embeddings: bool = False) -> dict:
+         seed: int = 42, k: int = 25, return_embeddings: bool = False, negatives: list | None = None) -> dict:
     """Fine-tune SentenceTransformer(model_path) on (query, positive) pairs with MultipleNegativesRankingLoss
-    (in-batch negatives, its default scale 20), then embed `catalogue` and `valid_queries` (normalized), rank the
-    whole catalogue by cosine for each valid query, and return {"map@25": ..., "recall@25": ..., "train_minutes": ...,
-    "embed_minutes": ..., "seconds": total}. valid_truth[i] is the index in `catalogue` of query i's true item.
+    (in-batch negatives, its default scale 20), or on (query, positive, negative_1, ..., negative_n)
+    tuples with `negatives` (one list of n hard-negative texts per query: MNRL adds them to each
+    query's candidates, as its docs train on mined triplets), then embed `catalogue` and
+    `valid_queries` (normalized), rank the whole catalogue by cosine for each valid query, and
+    return {"map@25": ..., "recall@25": ..., "train_minutes": ..., "embed_minutes": ..., "seconds": total}.
+    valid_truth[i] is the index in `catalogue` of query i's true item.
     `return_embeddings`: also the normalised query_embeddings and item_embeddings."""
     import transformers
     from datasets import Dataset
@@ -83,7 +86,10 @@ def mnrl(model_path: str, queries: list[str], positives: list[str], catalogue: l
     t0 = time.perf_counter()
     transformers.set_seed(seed)
     model = _load(model_path, max_len)
-    train = Dataset.from_dict({"anchor": list(queries), "positive": list(positives)})
+    columns = {"anchor": list(queries), "positive": list(positives)}
+    for j in range(len(negatives[0]) if negatives else 0):
+        columns[f"negative_{j + 1}"] = [n[j] for n in negatives]
+    train = Dataset.from_dict(columns)
     # transformers 5 folds warmup_ratio into warmup_steps (a float below 1 is a share of the steps)
     warmup = {"warmup_steps": 0.1} if int(transformers.__version__.split(".")[0]) >= 5 else {"warmup_ratio": 0.1}
     with tempfile.TemporaryDirectory() as tmp:

@@ -102,7 +102,8 @@ def save(out, fold: int, progress: Progress, model, optimizer, scheduler, accele
         with atomic_dir(folder(out, fold)) as tmp:
             torch.save(state, tmp / STATE)
             write_json(tmp / SUMMARY, {"step": progress.step, "epoch": progress.epoch,
-                                       "micro_batch": micro_batch, "best": progress.best})
+                                       "micro_batch": micro_batch,
+                                       "best": progress.best if math.isfinite(progress.best) else None})
     accelerator.wait_for_everyone()
 
 
