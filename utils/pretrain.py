@@ -47,7 +47,7 @@ from .env import versions
 from .files import atomic_dir, atomic_file, content_sha256, write_csv, write_json
 from .model import _pretrained, load_tokenizer
 from .models import resolve
-from .train import accelerator_for
+from .trackers import accelerator_for
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

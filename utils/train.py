@@ -17,13 +17,10 @@ lines) is the competition's metric of exactly those, so anyone recomputing it fr
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import math
 import os
 import re
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -37,6 +34,7 @@ from tqdm.auto import tqdm
 
 from . import backbone as bb
 from . import resume, runs
+from .average import WeightAverage, trained_state
 from .batching import (
     Batches,
     EpochBatches,
@@ -48,25 +46,21 @@ from .batching import (
 from .cli import show_progress
 from .competition import Competition
 from .config import (
-    CONTENT_KEYS,
     TrainConfig,
     check_settings,
     cli_error,
     competition_for,
-    differences,
     for_competition,
     identity,
     parse_args,
-    to_command,
 )
 from .data import (
     REFERENCE_ID,
     DataError,
     folds_fingerprint,
-    read_folds,
     read_pseudo,
 )
-from .env import detect, versions
+from .env import versions
 from .files import atomic_dir
 from .metrics import get_metric
 from .model import (
@@ -78,15 +72,13 @@ from .model import (
     max_positions,
 )
 from .objective import objective_of
+from .runfolder import RunError, assign_folds, prepare_out, provenance
 from .shapes import TextRows, shape_of
-from .tables import competition_folds, read_catalogue, read_split
+from .tables import read_catalogue, read_split
+from .trackers import accelerator_for, check_trackers, start_trackers
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 TEXT_ROWS = TextRows()
-
-
-class RunError(RuntimeError):
-    """A run folder that cannot be resumed with these arguments."""
 
 
 class TrainingError(RuntimeError):
@@ -234,65 +226,6 @@ def make_accelerator(cfg: TrainConfig, precision: bb.Precision):
     """An Accelerator for this config (one process, or each process of `accelerate launch`), with
     its trackers (--log-with) writing under OUT/logs."""
     return accelerator_for(precision, cfg.grad_accum, cfg.log_with, Path(cfg.out) / "logs")
-
-
-def start_trackers(accelerator, cfg: TrainConfig, comp: Competition) -> None:
-    """accelerate's trackers for --log-with, the run's settings as their config (scalars)."""
-    if not cfg.log_with:
-        return
-    if "wandb" in cfg.log_with.split(","):
-        if detect() == "kaggle":  # no network in a submission kernel: logs stay in the run
-            os.environ.setdefault("WANDB_MODE", "offline")
-    config = {k: v if isinstance(v, (int, float, str, bool)) else json.dumps(v)
-              for k, v in identity(cfg, comp).items()}
-    accelerator.init_trackers(Path(cfg.out).name, config=config)
-
-
-def check_trackers(log_with: str) -> list:
-    """--log-with's tracker names; one line naming a tracker accelerate does not know, or one whose
-    package is not installed (accelerate itself would only warn, then train with no logs)."""
-    from accelerate.tracking import LOGGER_TYPE_TO_CLASS, get_available_trackers
-    from accelerate.utils import LoggerType
-
-    installed = {getattr(t, "value", t) for t in get_available_trackers()}
-    names = [n.strip() for n in log_with.split(",") if n.strip()]
-    for name in names:
-        if name == "all":
-            if not installed:
-                raise ValueError("--log-with all: no tracker's package is installed (e.g. pip install "
-                                 "tensorboard); install one, or leave --log-with out")
-        elif name not in LOGGER_TYPE_TO_CLASS:
-            raise ValueError(f"--log-with {name}: not a tracker accelerate knows; choose from "
-                             f"{', '.join(LOGGER_TYPE_TO_CLASS)}")
-        elif name in LoggerType.list() and name not in installed:  # one registered by the user brings its own
-            raise ValueError(f"--log-with {name}: its package is not installed; pip install "
-                             f"{name.replace('_', '-')}, or leave --log-with out")
-    return names
-
-
-def accelerator_for(precision: bb.Precision, grad_accum: int = 1, log_with: str = "", project_dir=None):
-    """An Accelerator for a precision (utils.backbone.precision_for's; training here, masked-LM
-    pretraining too)."""
-    from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
-
-    mp = precision.accelerate
-    trackers = dict(log_with=check_trackers(log_with), project_dir=str(project_dir)) if log_with else {}
-    if AcceleratorState._shared_state and AcceleratorState().mixed_precision != mp:
-        # A notebook or test that trains twice with different precisions in one process:
-        # accelerate's state is a process-wide singleton, so it is reset between runs.
-        AcceleratorState._reset_state(reset_partial_state=False)
-    # cpu=True without CUDA: processes started by torchrun / `accelerate launch --multi_gpu` /
-    # notebook_launcher then join one gloo group (MULTI_CPU); with cpu=False each would train
-    # the whole data alone and all of them would write OUT.
-    cpu = not torch.cuda.is_available()
-    accelerator = Accelerator(mixed_precision=mp, gradient_accumulation_steps=grad_accum, cpu=cpu, **trackers)
-    # The kit's batch samplers have no batch size (batches vary in length) and deal_evenly()
-    # already gives every process the same number of batches. accelerate before 1.14 refuses
-    # such a sampler unless even_batches is off (a constructor argument in some releases, a
-    # DataLoaderConfiguration in others; the attribute works in all of them).
-    accelerator.even_batches = False
-    return accelerator
 
 
 # ----------------------------------------------------------------------------- one fold
@@ -616,49 +549,6 @@ def fold_outcome(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, data: Fo
     return oof, info
 
 
-class WeightAverage:
-    """An exponential moving average of the weights that train (--ema), kept in fp32 beside them
-    (on their device: one more copy of what trains) and updated after each optimizer step. The
-    decay is min(decay, (1 + step) / (10 + step)): the first steps' weights fade quickly, and 0.999
-    is reached after about 9,000 steps, so a shorter run averages roughly its last step / 9 steps.
-    `validated()` puts the average into the model for a validation (and so into the checkpoint
-    kept from it), then the weights that train back, bit for bit, from a copy held on the CPU.
-    With decay 0 (--ema off) it keeps nothing and does nothing."""
-
-    def __init__(self, model, decay: float):
-        self.decay = decay
-        keep = bb.trainable_names(model) if decay else set()  # the kit's one rule for what trains
-        self.params = {n: p for n, p in model.named_parameters() if n in keep}
-        self.shadow = {n: p.detach().float().clone() for n, p in self.params.items()}
-
-    @torch.no_grad()
-    def update(self, step: int) -> None:
-        d = min(self.decay, (1 + step) / (10 + step))
-        for n, p in self.params.items():
-            self.shadow[n].lerp_(p.detach().float(), 1 - d)
-
-    @contextlib.contextmanager
-    def validated(self):
-        with torch.no_grad():
-            held = {n: p.detach().to("cpu", copy=True) for n, p in self.params.items()}
-            for n, p in self.params.items():
-                p.copy_(self.shadow[n])
-        try:
-            yield
-        finally:
-            with torch.no_grad():
-                for n, p in self.params.items():
-                    p.copy_(held[n])
-
-
-def trained_state(model, lora: bool) -> dict:
-    """A CPU copy of the weights that train: all of them, or with LoRA only the adapters, layer
-    mix, pooling and head (the frozen base, gigabytes and perhaps 4-bit, is never copied)."""
-    keep = bb.trainable_names(model) if lora else None
-    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()
-            if keep is None or k in keep}
-
-
 def fold_best(model, best_state, accelerator, fold: int, step: int, diverged: int, comp: Competition,
               finite_preds: bool = True):
     """The trained model with its best checkpoint's weights; an error when no validation was
@@ -733,86 +623,6 @@ def train_fold_in_memory(cfg: TrainConfig, comp: Competition, df, folds, fold: i
 
 
 # ----------------------------------------------------------------------------- the run
-
-
-def _git() -> dict:
-    """The kit's git commit and whether its tree had changes, when it runs from a checkout."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[1]
-    if not (root / ".git").exists():
-        return {}
-    try:
-        run = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True,  # noqa: E731
-                                        timeout=10, check=True).stdout.strip()
-        return {"commit": run("rev-parse", "HEAD"), "dirty": bool(run("status", "--porcelain"))}
-    except (OSError, subprocess.SubprocessError):
-        return {}
-
-
-def _hardware() -> dict:
-    """CPU model and count, GPU names (no host names)."""
-    import os
-    import platform
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return {"cpu": cpu, "cpu_count": os.cpu_count(), "gpus": gpus, "gpu_count": len(gpus)}
-
-
-def provenance(cfg: TrainConfig, comp: Competition) -> dict:
-    """How to reproduce a run: the command that makes its config (and the command line it was
-    started with, from a shell), the code's git commit, the hardware."""
-    out = {"command": to_command(cfg, comp)}
-    if sys.argv and Path(sys.argv[0]).resolve() == Path(__file__).resolve():  # python -m utils.train
-        out["argv"] = ["python", "-m", "utils.train", *sys.argv[1:]]
-    return {**out, "git": _git(), "hardware": _hardware()}
-
-
-def prepare_out(cfg: TrainConfig, comp: Competition, out: Path) -> None:
-    """Check that OUT can hold this run (same arguments, or --overwrite), and record them."""
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob(".*.tmp"):  # left by a killed process; never read
-        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink()
-    if runs.has_config(out):
-        saved, current = runs.read_config(out), identity(cfg, comp)
-        defaults = json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(TrainConfig)}))
-        defaults["fit"] = "head"  # what every run did before --fit existed
-        for key in list(current):
-            # A run saved before a setting existed (or before its inputs were hashed): the
-            # setting's default is what it ran with; its paths decide for the inputs.
-            if key not in saved and (key in CONTENT_KEYS or current[key] == defaults.get(key)):
-                current.pop(key)
-        diff = differences(saved, current)
-        # No finished or saved fold (e.g. the last command had a typo in --model): nothing to lose, so
-        # the corrected command simply starts over instead of asking for --overwrite.
-        if diff and not cfg.overwrite and (runs.finished_folds(out) or resume.pending(out)):
-            raise RunError(
-                f"{out} holds a run made with different arguments or inputs ({diff}); "
-                "use another --out, the same arguments and inputs, or --overwrite"
-            )
-        if diff:
-            runs.remove_results(out)
-    runs.write_config(out, identity(cfg, comp))
-
-
-def assign_folds(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, out: Path) -> np.ndarray:
-    """Folds from --folds-csv, else from OUT/folds.csv (resume), else as the competition makes
-    them: its folds file (beside the train file), grouped by its column, or stratified."""
-    ids = df[comp.id_col]
-    source = cfg.folds_csv or (runs.folds_path(out) if runs.has_folds(out) else "")
-    if not source and comp.folds == "file":
-        source = Path(cfg.train_csv).parent / comp.folds_file
-    if source:
-        return read_folds(source, ids, cfg.folds)
-    return competition_folds(comp, df, cfg.folds, cfg.fold_seed)
 
 
 def check_max_len(cfg: TrainConfig, comp: Competition) -> None:

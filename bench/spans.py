@@ -1,0 +1,221 @@
+"""Span competitions without a model (fold 0 of 5, CPU seconds), scored by utils/spans.py's metrics:
+
+    python bench/spans.py tweet --data DIR    # Tweet Sentiment Extraction (word Jaccard): the whole tweet,
+                                              # and whole-if-neutral-else-a-word-lexicon
+    python bench/spans.py nbme --data DIR     # NBME (character micro F1): each feature's training annotations
+                                              # found again in the validation notes
+    python bench/spans.py --table             # the saved results
+
+DIR holds the competition's train.csv (NBME: with patient_notes.csv). Folds from utils.data.make_folds, seed
+42: Tweet's stratified by sentiment; NBME's grouped by note (pn_num). Each arm also counts
+the labels' noise: Tweet labels not found verbatim (or found twice, or cut mid-word), NBME spans whose text is
+not their annotation. Results land in bench/results/spans.json, each with the command that made it.
+"""
+
+import argparse
+import ast
+import hashlib
+import json
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "spans.json"
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from utils.data import make_folds  # noqa: E402
+from utils.spans import align, char_micro_scores, check_spans, parse_location, word_jaccard  # noqa: E402
+
+# The lexicon rule's settings, fixed before looking at fold 0 (nothing is tuned on the rows scored).
+MIN_SEEN = 3  # a word seen fewer times in the training folds' tweets of a sentiment has no rate
+MIN_RATE = 0.5  # a word is picked when at least this share of its training occurrences were selected
+
+
+def command() -> str:
+    """This run's command line, the data folder (this machine's) recorded as DIR."""
+    args = ["DIR" if sys.argv[i - 1] == "--data" else a for i, a in enumerate(sys.argv[1:], 1)]
+    return " ".join(["python", "bench/spans.py", *args])
+
+
+def md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def _key(word: str) -> str:
+    """A word as the lexicon knows it: lower-cased, punctuation at its edges dropped."""
+    return re.sub(r"^\W+|\W+$", "", word.lower())
+
+
+def lexicon(df: pd.DataFrame) -> dict:
+    """{(sentiment, word): share of its occurrences in the tweets' text that lie in selected_text}."""
+    seen, picked = defaultdict(int), defaultdict(int)
+    for text, sel, sentiment in zip(df["text"], df["selected_text"], df["sentiment"]):
+        spans, _ = align(text, sel)
+        for m in re.finditer(r"\S+", text):
+            k = (sentiment, _key(m.group()))
+            seen[k] += 1
+            picked[k] += any(s < m.end() and m.start() < e for s, e in spans)
+    return {k: picked[k] / n for k, n in seen.items() if n >= MIN_SEEN}
+
+
+def lexicon_answer(text: str, sentiment: str, rates: dict) -> str:
+    """The whole tweet when neutral; else from the first to the last word picked by the lexicon (the
+    word of best rate when none reaches MIN_RATE; the whole tweet when no word has a rate)."""
+    words = list(re.finditer(r"\S+", text))
+    rate = [rates.get((sentiment, _key(m.group())), -1.0) for m in words]
+    if sentiment == "neutral" or not words or max(rate) < 0:
+        return text
+    chosen = [i for i, r in enumerate(rate) if r >= MIN_RATE] or [int(np.argmax(rate))]
+    return text[words[chosen[0]].start():words[chosen[-1]].end()]
+
+
+def tweet(data: Path) -> dict:
+    t0 = time.perf_counter()
+    df = pd.read_csv(data / "train.csv", keep_default_na=False)  # one row's text and label are empty
+    found = [align(t, s, f"train.csv, row {i}") for i, (t, s) in enumerate(zip(df["text"], df["selected_text"]))]
+    spans = [sp for sp, _ in found]
+    mid_word = sum(any((s > 0 and t[s - 1].isalnum() and t[s].isalnum()) or
+                       (e < len(t) and t[e - 1].isalnum() and t[e].isalnum()) for s, e in sp)
+                   for t, sp in zip(df["text"], spans))
+    noise = {"rows": len(df), "not_verbatim": sum(not x for _, x in found),
+             "found_more_than_once": sum(s != "" and t.count(s) > 1 for t, s in zip(df["text"], df["selected_text"])),
+             "cut_mid_word": int(mid_word), "empty_label": int((df["selected_text"].str.strip() == "").sum())}
+    folds = make_folds(df, 5, 42, target_cols=("sentiment",), classes=True)
+    va, tr = df[folds == 0], df[folds != 0]
+    rates = lexicon(tr)
+    arms = {"whole tweet": va["text"].tolist(),
+            "whole tweet if neutral, else lexicon words": [lexicon_answer(t, s, rates)
+                                                          for t, s in zip(va["text"], va["sentiment"])]}
+    out = []
+    for name, pred in arms.items():
+        pred = pd.Series(pred, index=va.index)
+        per = {s: word_jaccard(va["selected_text"][va["sentiment"] == s], pred[va["sentiment"] == s])
+               for s in ("neutral", "positive", "negative")}
+        out.append({"model": name, "jaccard": word_jaccard(va["selected_text"], pred), "per_sentiment": per})
+    return {"metric": "word Jaccard", "fold": 0, "n_train": len(tr), "n_valid": len(va), "train_md5":
+            md5(data / "train.csv"), "noise": noise, "arms": out, "lexicon": {"min_seen": MIN_SEEN,
+            "min_rate": MIN_RATE}, "seconds": time.perf_counter() - t0, "command": command()}
+
+
+def _lower(text: str) -> str:
+    """Lower case that keeps every offset (a character whose lower case is longer stays as it is)."""
+    low = text.lower()
+    return low if len(low) == len(text) else "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+
+
+def matches(note: str, phrases, whole_words: bool) -> list:
+    """Every occurrence (overlapping ones too) of each lower-cased phrase in the note, case ignored; with
+    `whole_words`, only those neither starting nor ending inside a word."""
+    low, out = _lower(note), []
+    for p in phrases:
+        at = low.find(p)
+        while at >= 0:
+            e = at + len(p)
+            inside = (at > 0 and low[at - 1].isalnum() and low[at].isalnum()) or (
+                e < len(low) and low[e - 1].isalnum() and low[e].isalnum())
+            if not (whole_words and inside):
+                out.append((at, e))
+            at = low.find(p, at + 1)
+    return out
+
+
+def nbme_noise(df: pd.DataFrame) -> dict:
+    """Annotated spans whose text (pieces in written order, joined by a space) is not their annotation."""
+    spans = differ = pieces = unordered = 0
+    for r in df.itertuples():
+        for item, note in zip(ast.literal_eval(r.location), ast.literal_eval(r.annotation)):
+            written = [tuple(int(x) for x in piece.split()) for piece in item.split(";")]
+            spans, pieces = spans + 1, pieces + (len(written) > 1)
+            unordered += written != sorted(written)
+            differ += " ".join(r.pn_history[s:e] for s, e in written) != note
+    return {"spans": spans, "in_pieces": pieces, "pieces_written_out_of_order": unordered,
+            "text_not_the_annotation": differ}
+
+
+def nbme(data: Path) -> dict:
+    t0 = time.perf_counter()
+    notes = pd.read_csv(data / "patient_notes.csv")
+    df = pd.read_csv(data / "train.csv").merge(notes[["pn_num", "pn_history"]], on="pn_num", how="left")
+    if df["pn_history"].isna().any():
+        raise SystemExit(f"train.csv: {int(df['pn_history'].isna().sum())} rows' pn_num not in patient_notes.csv")
+    truth = [check_spans(parse_location(loc, f"train.csv, column location, row {i}"), note,
+                         f"train.csv, column location, row {i}")
+             for i, (loc, note) in enumerate(zip(df["location"], df["pn_history"]))]
+    folds = make_folds(df, 5, 42, group_col="pn_num", stratify=False)  # a note's rows in one fold
+    tr, va = np.flatnonzero(folds != 0), np.flatnonzero(folds == 0)
+    phrases = defaultdict(set)
+    for i in tr:
+        phrases[df["feature_num"].iat[i]] |= {a.lower() for a in ast.literal_eval(df["annotation"].iat[i]) if a.strip()}
+    setup = time.perf_counter() - t0
+    out = []
+    for whole_words in (False, True):
+        t1 = time.perf_counter()
+        pred = [check_spans(matches(df["pn_history"].iat[i], phrases[df["feature_num"].iat[i]], whole_words),
+                            df["pn_history"].iat[i]) for i in va]
+        scores = char_micro_scores([truth[i] for i in va], pred)
+        out.append({"model": "training annotations of the feature, found in the note" +
+                    (" as whole words" if whole_words else " (any substring)"), **scores,
+                    "seconds": setup + time.perf_counter() - t1})
+    return {"metric": "character micro F1", "fold": 0, "n_train_rows": len(tr), "n_valid_rows": len(va),
+            "n_valid_notes": int(df["pn_num"].iloc[va].nunique()), "train_md5": md5(data / "train.csv"),
+            "noise": nbme_noise(df), "arms": out, "command": command()}
+
+
+def load() -> dict:
+    return json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+
+
+def table() -> str:
+    res = load()
+    lines = ["| competition (metric) | baseline, fold 0 of 5 | score | note | command |",
+             "| --- | --- | --- | --- | --- |"]
+    t = res.get("tweet")
+    for a in (t or {}).get("arms", []):
+        per = ", ".join(f"{k} {v:.4f}" for k, v in a["per_sentiment"].items())
+        lines.append(f"| Tweet Sentiment Extraction (word Jaccard) | {a['model']} | {a['jaccard']:.4f} | {per} | "
+                     f"`{t['command']}` |")
+    n = res.get("nbme")
+    for a in (n or {}).get("arms", []):
+        lines.append(f"| NBME (character micro F1) | {a['model']} | {a['f1']:.4f} | precision {a['precision']:.4f}, "
+                     f"recall {a['recall']:.4f}, {a['seconds']:.1f} s | `{n['command']}` |")
+    if t:
+        x = t["noise"]
+        lines.append(f"\nTweet labels ({x['rows']} rows): {x['not_verbatim']} not found verbatim in their text, "
+                     f"{x['found_more_than_once']} found more than once (the first is taken), {x['cut_mid_word']} "
+                     f"cut mid-word, {x['empty_label']} empty.")
+    if n:
+        x = n["noise"]
+        lines.append(f"NBME spans ({x['spans']} annotated): {x['text_not_the_annotation']} whose text is not their "
+                     f"annotation, {x['in_pieces']} in pieces ({x['pieces_written_out_of_order']} written out of "
+                     "order).")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("arm", nargs="?", choices=("tweet", "nbme"))
+    p.add_argument("--data", help="the competition's folder (train.csv; NBME: and patient_notes.csv)")
+    p.add_argument("--table", action="store_true", help="print the saved results")
+    a = p.parse_args()
+    if a.table or not a.arm:
+        print(table())
+        return
+    if not a.data or not (Path(a.data) / "train.csv").is_file():
+        raise SystemExit(f"--data {a.data}: no train.csv there (the {a.arm} competition's folder)")
+    from utils.files import write_json
+
+    res = load()
+    res[a.arm] = (tweet if a.arm == "tweet" else nbme)(Path(a.data))
+    write_json(RESULTS, res)
+    print(table())
+
+
+if __name__ == "__main__":
+    main()

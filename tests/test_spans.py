@@ -1,0 +1,459 @@
+"""Span competitions (utils/spans.py): locations parsed and written as NBME's files hold them, labels
+given as text aligned, token targets and their way back to characters through real tokenizers
+(WordPiece, byte-level BPE with and without trimmed offsets, SentencePiece's "▁"), decoding, and the
+three metrics against hand computations and the competitions' own definitions.
+
+The real data comes through $TWEET_SPANS_DATA (tweet-sentiment-extraction) and $NBME_DATA
+(nbme-score-clinical-patient-notes); without them those tests skip, and in CI (CI set) they fail."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from utils.spans import (
+    align,
+    best_span,
+    char_labels,
+    char_micro_f1,
+    char_micro_scores,
+    check_spans,
+    decode_threshold,
+    entity_fbeta,
+    format_location,
+    parse_location,
+    strip_spans,
+    token_targets,
+    token_to_char_probs,
+    word_jaccard,
+)
+
+WHERE = "train.csv, column location, row 17"
+
+
+def _real(var: str) -> Path:
+    folder = os.environ.get(var)
+    if not folder or not Path(folder).is_dir():
+        if os.environ.get("CI"):  # in CI a missing data set is a failure, not a skip
+            raise FileNotFoundError(f"${var} does not name a folder: {folder!r}")
+        pytest.skip(f"real data not found: set ${var}")
+    return Path(folder)
+
+
+@pytest.fixture(scope="module")
+def tweets() -> pd.DataFrame:
+    """Tweet Sentiment Extraction's train.csv ($TWEET_SPANS_DATA), empty cells as ''."""
+    return pd.read_csv(_real("TWEET_SPANS_DATA") / "train.csv", keep_default_na=False)
+
+
+@pytest.fixture(scope="module")
+def nbme() -> pd.DataFrame:
+    """NBME's train.csv ($NBME_DATA) with each row's note (pn_history) joined on."""
+    data = _real("NBME_DATA")
+    notes = pd.read_csv(data / "patient_notes.csv")
+    return pd.read_csv(data / "train.csv").merge(notes[["pn_num", "pn_history"]], on="pn_num", how="left")
+
+
+def test_spans_imports_without_torch_or_transformers():
+    import subprocess
+    import sys
+
+    code = ("import sys, utils.spans; print(','.join(m for m in ('torch', 'transformers', 'tokenizers', 'sklearn') "
+            "if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "", res.stdout + res.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------- locations
+
+
+def test_parse_location_reads_the_training_list_and_the_submission_forms():
+    assert parse_location("['696 724']", WHERE) == ((696, 724),)
+    assert parse_location("['85 99;126 138', '10 20']", WHERE) == ((10, 20), (85, 99), (126, 138))
+    assert parse_location("85 99;126 138", WHERE) == ((85, 99), (126, 138))
+    assert parse_location("[]", WHERE) == parse_location("", WHERE) == parse_location(float("nan"), WHERE) == ()
+    assert parse_location(None, WHERE) == parse_location("  ", WHERE) == ()
+
+
+@pytest.mark.parametrize("value, says", [
+    ("['85 99", "not a Python list"), ("[1, 2]", "not a Python list"), ("['85 99', 3]", "not a Python list"),
+    ("['85 99;']", "bad piece ''"), ("85-99", "not a location"), ("85 99 100", "not a location"),
+    ("['5 3']", "starts after it ends"), ("['-1 3']", "negative offset"), ("4 -2", "negative offset"),
+    ("['1 2']\n['3 4']", "not a Python list"), (17, "not a location string"),
+])
+def test_a_bad_location_is_one_line_naming_where_and_the_value(value, says):
+    with pytest.raises(ValueError) as e:
+        parse_location(value, WHERE)
+    msg = str(e.value)
+    assert msg.startswith(WHERE + ": ") and says in msg and "\n" not in msg
+    assert repr(value)[:20] in msg
+
+
+def test_a_location_is_never_run_as_code(tmp_path):
+    marker = tmp_path / "ran"
+    with pytest.raises(ValueError, match="not a Python list"):
+        parse_location(f"[__import__('pathlib').Path({str(marker)!r}).touch()]", WHERE)
+    assert not marker.exists()
+
+
+def test_check_spans_sorts_merges_overlapping_and_touching_spans_and_drops_empty_ones():
+    text = "x" * 20
+    assert check_spans([(8, 12), (0, 3), (3, 4), (5, 9), (7, 7), (15, 20)], text) == ((0, 4), (5, 12), (15, 20))
+    assert check_spans([], text) == ()
+    for bad in ([(0, 21)], [(-1, 3)], [(5, 4)]):
+        says = r"^row 3: span '-?\d+ \d+' is not inside a text of 20 characters \(0 <= start <= end <= 20\)$"
+        with pytest.raises(ValueError, match=says):
+            check_spans(bad, text, "row 3")
+
+
+def test_format_location_writes_the_submission_cell_and_parses_back():
+    assert format_location(((126, 138), (85, 99))) == "85 99;126 138"
+    assert format_location(()) == ""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        cuts = np.sort(rng.choice(1000, size=2 * rng.integers(0, 5), replace=False))
+        spans = tuple(zip(cuts[::2].tolist(), cuts[1::2].tolist()))
+        assert parse_location(format_location(spans)) == spans
+        assert parse_location(str([format_location(spans)]) if spans else "[]") == spans
+
+
+def test_strip_spans_drops_whitespace_at_the_edges_only():
+    text = " a b \r\n c  "
+    assert strip_spans([(0, 4), (4, 9), (9, 11)], text) == ((1, 4), (8, 9))
+    assert strip_spans([(0, 11)], text) == ((1, 9),)
+
+
+# ----------------------------------------------------------------------------- labels given as text
+
+
+def test_align_takes_the_first_verbatim_occurrence_and_says_it_was_exact():
+    assert align(" Sooo SAD I will miss you", "Sooo SAD") == (((1, 9),), True)
+    assert align("bad day, bad", "bad") == (((0, 3),), True)
+    assert align("ooh noo", "h no") == (((2, 6),), True)  # a label cut mid-word, as Tweet's are
+    assert align("anything", "") == ((), True) and align("anything", "  ") == ((), True)
+    assert align("anything", float("nan")) == ((), True)
+
+
+def test_align_falls_back_to_the_same_words_then_the_best_word_window_and_flags_it():
+    text = "I  LOVE\tthis song so much"
+    assert align(text, "love this") == (((3, 12),), False)  # whitespace and case differ
+    (span,), exact = align("the cat sat on the mat", "cat sit on")
+    # windows of whole words: "cat sat on" has Jaccard 2/4, "cat" 1/3, "on" 1/3: the first wins
+    assert (span, exact) == ((4, 14), False)
+    with pytest.raises(ValueError, match=r"^train.csv, row 9: 'dog' shares no word"):
+        align("the cat sat", "dog", "train.csv, row 9")
+
+
+def test_char_labels_mark_every_character_of_every_span():
+    np.testing.assert_array_equal(char_labels(8, [(1, 3), (2, 4), (6, 8)]), [0, 1, 1, 1, 0, 0, 1, 1])
+    assert char_labels(3, []).dtype == np.uint8 and char_labels(3, []).sum() == 0
+    with pytest.raises(ValueError, match="outside a text of 3 characters"):
+        char_labels(3, [(2, 4)])
+
+
+# ----------------------------------------------------------------------------- tokens and back
+
+
+def test_token_targets_by_hand_with_specials_bpe_spaces_and_the_other_text_of_a_pair():
+    text = "I love it"
+    # <s> I Ġlove Ġit </s> with untrimmed offsets: the spaces belong to the next word's token
+    offsets = [(0, 0), (0, 1), (1, 6), (6, 9), (0, 0)]
+    np.testing.assert_array_equal(token_targets(offsets, [(2, 6)], text), [-100, 0, 1, 0, -100])
+    # a label holding the space after the word: the next token's space is not the span's
+    np.testing.assert_array_equal(token_targets(offsets, [(2, 7)], text), [-100, 0, 1, 0, -100])
+    np.testing.assert_array_equal(token_targets(offsets, [(0, 9)], text, ignore=-1), [-1, 1, 1, 1, -1])
+    # a pair: the first text's offsets are not the note's; the mask hides them
+    pair = [(0, 0), (0, 3), (0, 0), (0, 1), (2, 6), (7, 9), (0, 0)]
+    mask = [False, False, False, True, True, True, False]
+    np.testing.assert_array_equal(token_targets(pair, [(0, 1)], text, mask), [-100, -100, -100, 1, 0, 0, -100])
+    with pytest.raises(ValueError, match="offsets of another text"):
+        token_targets([(0, 12)], [(0, 1)], text)
+
+
+def test_token_to_char_probs_by_hand_gaps_take_the_smaller_neighbour_edges_zero():
+    text = " ab cd  ef "
+    offsets = [(0, 0), (1, 3), (4, 6), (8, 10), (0, 0)]
+    got = token_to_char_probs(offsets, [-100, 0.9, 0.7, 0.2, -100], len(text))
+    np.testing.assert_allclose(got, [0, 0.9, 0.9, 0.7, 0.7, 0.7, 0.2, 0.2, 0.2, 0.2, 0], rtol=1e-6)
+    # tokens sharing characters (byte-level pieces of one emoji): the larger
+    np.testing.assert_allclose(token_to_char_probs([(0, 2), (0, 2), (2, 3)], [0.1, 0.8, 0.3], 3), [0.8, 0.8, 0.3])
+    with pytest.raises(ValueError, match="3 token probabilities for 2 offsets"):
+        token_to_char_probs([(0, 1), (1, 2)], [0.1, 0.2, 0.3], 2)
+
+
+def test_decode_threshold_by_hand_strictly_above_stripped_and_joined_over_whitespace():
+    text = "hello world, this  is"
+    p = np.zeros(len(text))
+    p[0:5], p[6:11], p[11], p[13:17], p[17:19] = 0.9, 0.8, 0.5, 0.9, 0.6
+    assert decode_threshold(p, 0.5, text) == ((0, 11), (13, 17))  # 0.5 is not above 0.5; the comma splits
+    assert decode_threshold(p, 0.5, text, join_whitespace=False) == ((0, 5), (6, 11), (13, 17))
+    # at 0.4 the comma is in: only spaces separate the three pieces; the spaces after "this" are stripped
+    assert decode_threshold(p, 0.4, text, join_whitespace=False) == ((0, 5), (6, 12), (13, 17))
+    assert decode_threshold(p, 0.4, text) == ((0, 17),)
+    assert decode_threshold(np.ones(3), 0.5, "   ") == ()
+    with pytest.raises(ValueError, match="3 probabilities for a text of 4 characters"):
+        decode_threshold(np.ones(3), 0.5, "abcd")
+
+
+def _brute_best(s, e, max_len=None):
+    best = None
+    for i in range(len(s)):
+        for j in range(i, len(s)):
+            if max_len is not None and j + 1 - i > max_len:
+                break
+            if best is None or s[i] + e[j] > best[0]:
+                best = (s[i] + e[j], i, j + 1)
+    return best
+
+
+def test_best_span_by_hand_and_against_every_pair():
+    assert best_span([0, 5, 1, 2], [3, 0, 0, 4]) == (1, 4)
+    assert best_span([0, 5, 1, 2], [3, 0, 0, 4], max_len=2) == (3, 4)
+    assert best_span([9, 0, 0], [0, 0, 1], max_len=1) == (0, 1)  # an end before the start is never taken
+    assert best_span([-np.inf, 1, 0], [5, 0, 0]) == (1, 2)
+    rng = np.random.default_rng(0)
+    for n in range(1, 40):
+        s, e = rng.normal(size=n), rng.normal(size=n)
+        for max_len in (None, 1, 3, n):
+            score, i, j = _brute_best(s, e, max_len)
+            got = best_span(s, e, max_len)
+            assert got[0] < got[1] and (max_len is None or got[1] - got[0] <= max_len)
+            assert s[got[0]] + e[got[1] - 1] == pytest.approx(score) and got == (i, j)
+    with pytest.raises(ValueError, match="2 start scores and 3 end scores"):
+        best_span([0, 1], [0, 1, 2])
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def kaggle_jaccard(str1, str2):
+    """Tweet Sentiment Extraction's metric as Kaggle's evaluation page gives it."""
+    a = set(str1.lower().split())
+    b = set(str2.lower().split())
+    c = a.intersection(b)
+    return float(len(c)) / (len(a) + len(b) - len(c))
+
+
+def test_word_jaccard_is_kaggles_jaccard_and_scores_two_empty_texts_one():
+    true = ["Sooo SAD", "my boss is bullying me...", "leave me alone", "fun fun FUN day"]
+    pred = ["sooo sad!", "bullying me...", "Leave  me\talone", "fun"]
+    assert word_jaccard(true, pred) == pytest.approx(np.mean([kaggle_jaccard(t, p) for t, p in zip(true, pred)]))
+    # by hand: {sooo, sad} vs {sooo, sad!}: 1/3; 2/5; 1; {fun, day} vs {fun}: 1/2
+    assert word_jaccard(true, pred) == pytest.approx((1 / 3 + 2 / 5 + 1 + 1 / 2) / 4)
+    assert word_jaccard(["", "a"], ["  ", ""]) == 0.5
+    assert word_jaccard([np.nan], [""]) == 1.0
+    with pytest.raises(ValueError, match="2 true and 1 predicted"):
+        word_jaccard(["a", "b"], ["a"])
+
+
+def test_char_micro_f1_by_hand_and_as_the_competitions_binary_arrays():
+    true = [[(0, 10)], [], [(3, 5), (4, 8)]]
+    pred = [[(5, 15)], [(0, 2)], [(0, 6)]]
+    # row 0: true 0-9, predicted 5-14: tp 5, fp 5, fn 5; row 1: fp 2 (0, 1); row 2: true 3-7 (overlaps
+    # counted once), predicted 0-5: tp 3 (3, 4, 5), fp 3 (0, 1, 2), fn 2 (6, 7)
+    got = char_micro_scores(true, pred)
+    assert (got["tp"], got["fp"], got["fn"]) == (8, 10, 7)
+    assert got["f1"] == pytest.approx(16 / 33) and got["precision"] == pytest.approx(8 / 18)
+    assert got["recall"] == pytest.approx(8 / 15) and char_micro_f1(true, pred) == got["f1"]
+    assert char_micro_f1([[]], [[]]) == 1.0 and char_micro_f1([[(0, 3)]], [[]]) == 0.0
+    from sklearn.metrics import f1_score
+
+    rng = np.random.default_rng(0)
+
+    def pick(n):
+        return [tuple(sorted(rng.integers(0, n + 1, 2).tolist())) for _ in range(rng.integers(0, 4))]
+
+    rows = [(n, pick(n), pick(n)) for n in rng.integers(1, 60, 300).tolist()]
+    # the competition's published approach: per row, 0/1 arrays over the characters, concatenated
+    y = np.concatenate([char_labels(n, t) for n, t, _ in rows])
+    p = np.concatenate([char_labels(n, q) for n, _, q in rows])
+    assert char_micro_f1([t for _, t, _ in rows], [q for _, _, q in rows]) == pytest.approx(f1_score(y, p))
+
+
+def test_entity_fbeta_by_hand_weighs_recall_beta_squared_times():
+    true = {(0, "NAME", (0, 4)), (0, "EMAIL", (10, 20)), (1, "NAME", (3, 7))}
+    pred = {(0, "NAME", (0, 4)), (1, "NAME", (3, 8))}
+    p, r = 1 / 2, 1 / 3
+    assert entity_fbeta(true, pred) == pytest.approx(26 * p * r / (25 * p + r))
+    assert entity_fbeta(true, pred, beta=1) == pytest.approx(2 * p * r / (p + r))
+    # F5: finding everything with as many wrong guesses beats finding a third with none wrong
+    wide = pred | true | {(2, "NAME", (0, 1)), (2, "NAME", (1, 2)), (2, "NAME", (2, 3))}
+    assert entity_fbeta(true, wide) > entity_fbeta(true, {(0, "NAME", (0, 4))})
+    assert entity_fbeta([], []) == 1.0 and entity_fbeta(true, []) == 0.0 and entity_fbeta([], pred) == 0.0
+
+
+# ----------------------------------------------------------------------------- real tokenizers
+
+CORPUS = [
+    "Sooo SAD I will miss you here in San Diego!!!", "my boss is bullying me...", " what interview! leave me alone",
+    "17yo M c/o palpitations x 3 months,  FHx of MI", "heart attcak in dad\r\nmom with thyroid disease",
+    "I`d have responded, if I were going", "Journey!? Wow... u just became cooler.  hehe... (is that possible!?)",
+]
+
+
+def tiny_tokenizer(kind: str, texts, add_prefix_space: bool = True, trim_offsets: bool = True):
+    """A byte-level BPE (RoBERTa's, with the given prefix and offset trimming) or a BPE under
+    SentencePiece's Metaspace ("▁"), trained on `texts`."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+
+    if kind == "byte_level":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, trim_offsets=trim_offsets)
+        tok.post_processor = processors.RobertaProcessing(("</s>", 1), ("<s>", 0), trim_offsets=trim_offsets,
+                                                          add_prefix_space=add_prefix_space)
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+    else:
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 0),
+                                                                                                ("</s>", 1)])
+        alphabet = []
+    trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<s>", "</s>", "<unk>"], show_progress=False,
+                                  initial_alphabet=alphabet)
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+KINDS = {"bpe, prefix, trimmed": ("byte_level", True, True), "bpe, prefix, untrimmed": ("byte_level", True, False),
+         "bpe, no prefix, untrimmed": ("byte_level", False, False), "sentencepiece ▁": ("metaspace", True, True)}
+
+
+def _offsets(tok, text):
+    if hasattr(tok, "encode_batch"):  # a tokenizers.Tokenizer
+        return np.asarray(tok.encode(text).offsets).reshape(-1, 2)
+    return np.asarray(tok(text, return_offsets_mapping=True)["offset_mapping"]).reshape(-1, 2)
+
+
+def roundtrip_failures(tok, texts, rng, n_spans: int = 2) -> list:
+    """Random spans of each text, targets through the tokenizer's offsets and back to characters:
+    [(text, span, join_whitespace, decoded)] where the decoded spans are not the span stripped of
+    whitespace, with or without joining over whitespace. Two kinds of span: from one token's start
+    to another's end, and whole words with a space at an edge."""
+    bad = []
+    for text in texts:
+        if not text.strip():
+            continue
+        off = _offsets(tok, text)
+        real = np.flatnonzero(off[:, 1] > off[:, 0])
+        words = [(m.start(), m.end()) for m in re.finditer(r"[^ ]+", text)]
+        for _ in range(n_spans):
+            i, j = sorted(rng.choice(real, 2))
+            a, b = sorted(rng.choice(len(words), 2))
+            for span in ((int(off[i, 0]), int(off[j, 1])),
+                         (max(words[a][0] - int(rng.integers(0, 2)), 0), min(words[b][1] + 1, len(text)))):
+                probs = token_to_char_probs(off, token_targets(off, [span], text), len(text))
+                # one span: its inner spaces carry its probability, so it decodes whole without joining
+                for join in (True, False):
+                    got = decode_threshold(probs, 0.5, text, join_whitespace=join)
+                    if got != strip_spans([span], text):
+                        bad.append((text, span, join, got))
+    return bad
+
+
+@pytest.mark.versions
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_tiny_bpe_and_sentencepiece_offsets_keep_a_spans_first_character(kind):
+    tok = tiny_tokenizer(KINDS[kind][0], CORPUS * 3, *KINDS[kind][1:])
+    text = "Sooo SAD I will miss you"
+    off = _offsets(tok, text)
+    assert (off[0] == 0).all() and (off[-1] == 0).all()  # <s>, </s>
+    target = token_targets(off, [(5, 8)], text)  # "SAD"
+    assert target[0] == target[-1] == -100
+    assert all((t == 1) == (s < 8 and e > 5 and text[s:e].strip() != "") for (s, e), t in zip(off[1:-1], target[1:-1]))
+    got = decode_threshold(token_to_char_probs(off, target, len(text)), 0.5, text)
+    assert got == ((5, 8),)
+    assert roundtrip_failures(tok, CORPUS, np.random.default_rng(0), n_spans=6) == []
+
+
+@pytest.fixture(params=["all-MiniLM-L6-v2", "all-mpnet-base-v2"])
+def wordpiece(request):
+    """A real WordPiece tokenizer: all-MiniLM-L6-v2 (shipped with the kit's test install), then
+    all-mpnet-base-v2 where the kit's model cache holds it (`python -m utils.models get all-mpnet-base-v2`)."""
+    from transformers import AutoTokenizer
+
+    from utils.models import local
+
+    if request.param == "all-MiniLM-L6-v2":
+        return AutoTokenizer.from_pretrained(request.getfixturevalue("minilm_path"))
+    folder = local(request.param)
+    if folder is None:
+        pytest.skip(f"{request.param} is not in the kit's model cache: python -m utils.models get {request.param}")
+    return AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.mark.versions
+def test_wordpiece_targets_hand_checked_and_a_note_pair_masked(wordpiece):
+    tok = wordpiece
+    text = "17yo M c/o palpitations,  FHx of MI"
+    enc = tok(text, return_offsets_mapping=True)
+    target = token_targets(enc["offset_mapping"], [(11, 23)], text)  # "palpitations"
+    words = [tok.convert_ids_to_tokens(i) for i, t in zip(enc["input_ids"], target) if t == 1]
+    assert "".join(w.removeprefix("##") for w in words) == "palpitations"
+    assert target[0] == target[-1] == -100 and set(target[1:-1]) == {0, 1}
+    pair = tok("Palpitations", text, return_offsets_mapping=True)
+    mask = np.array([s == 1 for s in pair.sequence_ids()])
+    both = token_targets(pair["offset_mapping"], [(11, 23)], text, sequence_mask=mask)
+    assert (both[~mask] == -100).all() and list(both[mask]) == list(target[1:-1])
+    assert roundtrip_failures(tok, CORPUS, np.random.default_rng(0), n_spans=6) == []
+
+
+@pytest.mark.integration
+@pytest.mark.versions
+def test_random_spans_of_real_tweets_survive_every_tokenizer_and_back(tweets, minilm_path):
+    from transformers import AutoTokenizer
+
+    from utils.models import local
+
+    texts = tweets["text"].sample(400, random_state=0).tolist()
+    toks = {k: tiny_tokenizer(v[0], tweets["text"].head(4000), *v[1:]) for k, v in KINDS.items()}
+    toks["all-MiniLM-L6-v2"] = AutoTokenizer.from_pretrained(minilm_path)
+    mpnet = local("all-mpnet-base-v2")  # in the kit's model cache only after `python -m utils.models get`
+    if mpnet is not None:
+        toks["all-mpnet-base-v2"] = AutoTokenizer.from_pretrained(mpnet)
+    rng = np.random.default_rng(0)
+    failed = {k: roundtrip_failures(tok, texts, rng)[:3] for k, tok in toks.items()}
+    assert not any(failed.values()), failed
+
+
+# ----------------------------------------------------------------------------- the real data
+
+
+@pytest.mark.integration
+def test_every_real_tweet_label_aligns_and_scores_one_against_itself(tweets):
+    pairs = zip(tweets["text"], tweets["selected_text"])
+    found = [align(t, s, f"train.csv, row {i}") for i, (t, s) in enumerate(pairs)]
+    exact = np.array([x for _, x in found])
+    spans = [sp for sp, _ in found]
+    assert len(tweets) == 21995 and exact.all()  # this 80% copy holds every selected_text verbatim
+    cut = [t[sp[0][0]:sp[0][1]] if sp else "" for t, sp in zip(tweets["text"], spans)]
+    assert cut == tweets["selected_text"].tolist()
+    assert word_jaccard(tweets["selected_text"], cut) == 1.0
+    whole = word_jaccard(tweets["selected_text"], tweets["text"])
+    assert abs(whole - 0.59) < 0.01  # the README's "about 0.59" for the whole tweet (0.5875 here)
+
+
+@pytest.mark.integration
+def test_every_real_nbme_location_parses_inside_its_note_and_matches_its_annotation(nbme):
+    spans, differ, pieces = [], 0, 0
+    for i, r in enumerate(nbme.itertuples()):
+        where = f"train.csv, column location, row {i}"
+        items, notes = ast.literal_eval(r.location), ast.literal_eval(r.annotation)
+        assert len(items) == len(notes)
+        row = check_spans(parse_location(r.location, where), r.pn_history, where)
+        for item, note in zip(items, notes):
+            # the annotation reads the pieces as written (13 rows write them out of order: "790 823;753 768")
+            written = [tuple(int(x) for x in piece.split()) for piece in item.split(";")]
+            assert parse_location(item, where) == tuple(sorted(written))
+            pieces += len(written) > 1
+            differ += " ".join(r.pn_history[s:e] for s, e in written) != note
+        spans.append(row)
+        assert parse_location(format_location(row)) == row
+    assert len(nbme) == 11678 and differ == 4 and pieces > 0  # the README's 4 spans off by whitespace
+    assert char_micro_f1(spans, spans) == 1.0 and char_micro_f1(spans, [()] * len(spans)) == 0.0

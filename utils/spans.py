@@ -1,0 +1,354 @@
+"""Span competitions (the answer is parts of the text), as plain functions over numpy: no torch.
+
+A row's spans are a sorted tuple of (start, end) character offsets of its text, end exclusive:
+`((0, 4), (9, 12))` is `text[0:4]` and `text[9:12]`; `()` is no span. The way through a model:
+
+    labels as text or offsets  -> align / parse_location, check_spans   (spans)
+    spans -> token targets      -> token_targets(offsets, spans, text)  (a fast tokenizer's offset mapping)
+    token outputs -> characters -> token_to_char_probs(offsets, probs, len(text))
+    characters -> spans         -> decode_threshold (NBME) or best_span (Tweet: start/end scores)
+    spans -> score              -> char_micro_f1 (NBME), word_jaccard (Tweet), entity_fbeta (PII's F5)
+
+Whitespace at a span's edges is noise in Kaggle's labels (Tweet's metric splits words on it; NBME's few
+spans off by whitespace are Kaggle's own offsets), so targets are made from spans stripped of it and
+decoded spans come out without it. The metrics score the spans they are given, whitespace included.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections import deque
+
+import numpy as np
+
+_PIECE = re.compile(r"\s*(-?[0-9]+)\s+(-?[0-9]+)\s*")
+
+
+def _show(value, limit: int = 120) -> str:
+    """repr on one line (newlines escaped), cut to `limit` characters."""
+    r = repr(value)
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
+def _pieces(item: str, value, where: str) -> list:
+    """[(start, end)] of one 's e;s e' string; `value` is the whole cell, for the error."""
+    out = []
+    for piece in item.split(";"):
+        m = _PIECE.fullmatch(piece)
+        if m is None:
+            raise ValueError(f"{where}: {_show(value)} is not a location: spans 'start end' joined by ';', "
+                             f"or a list of them; bad piece {_show(piece)}")
+        s, e = int(m.group(1)), int(m.group(2))
+        if s < 0 or e < 0:
+            raise ValueError(f"{where}: negative offset in {_show(value)}")
+        if s > e:
+            raise ValueError(f"{where}: span '{s} {e}' starts after it ends in {_show(value)}")
+        out.append((s, e))
+    return out
+
+
+def parse_location(value, where: str = "location") -> tuple:
+    """NBME's location cell -> spans, sorted: the training file's Python-list string (`"['696 724']"`,
+    `"['85 99;126 138', '200 210']"`, `"[]"`) or the submission's plain `"85 99;126 138"` (`""`, None or
+    NaN, as pandas reads an empty cell: no span). Overlaps are kept (check_spans merges them).
+    Raises ValueError, one line naming `where` (e.g. "train.csv, column location, row 17") and the value,
+    for malformed text, a negative offset or a start after its end."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ()
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: {_show(value)} is not a location string")
+    text = value.strip()
+    if not text:
+        return ()
+    if text.startswith("["):
+        try:
+            items = ast.literal_eval(text)  # literals only: no name, call or attribute is evaluated
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            raise ValueError(f"{where}: {_show(value)} is not a Python list of 'start end' strings") from None
+        if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+            raise ValueError(f"{where}: {_show(value)} is not a Python list of 'start end' strings")
+    else:
+        items = [text]
+    return tuple(sorted(p for item in items for p in _pieces(item, value, where)))
+
+
+def _merge(spans, where: str, n_chars: int | None = None) -> tuple:
+    """Sorted spans, empty ones dropped, those that overlap or touch merged; an offset below 0 (or past
+    `n_chars`) or a start after its end raises ValueError naming `where`."""
+    out = []
+    for s, e in sorted((int(s), int(e)) for s, e in spans):
+        if s < 0 or s > e or (n_chars is not None and e > n_chars):
+            if n_chars is None:
+                raise ValueError(f"{where}: span '{s} {e}' is not a span (0 <= start <= end)")
+            raise ValueError(f"{where}: span '{s} {e}' is not inside a text of {n_chars} characters "
+                             f"(0 <= start <= end <= {n_chars})")
+        if s == e:
+            continue
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return tuple(out)
+
+
+def check_spans(spans, text: str, where: str = "spans") -> tuple:
+    """Spans checked against `text` -> the canonical spans: sorted, empty ones dropped, and spans that
+    overlap or touch merged into one (they cover the same characters, which is all the metrics see).
+    An offset outside the text (negative, or past its `len(text)` characters) or a start after its end
+    raises ValueError, one line naming `where` and the span."""
+    return _merge(spans, where, len(text))
+
+
+def format_location(spans) -> str:
+    """Spans -> NBME's submission cell: "s e;s e" in order of start, "" for none."""
+    return ";".join(f"{int(s)} {int(e)}" for s, e in sorted(spans))
+
+
+def strip_spans(spans, text: str) -> tuple:
+    """Spans without whitespace at their edges; a span of whitespace only is dropped. Sorted."""
+    out = []
+    for s, e in sorted(spans):
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if s < e:
+            out.append((s, e))
+    return tuple(out)
+
+
+def _word_windows(text: str, words: set):
+    """(jaccard, -length, -start, start, end) of every window of whole words of `text` (words: runs
+    of non-whitespace), against the lower-cased word set `words`."""
+    found = [(m.start(), m.end(), m.group().lower()) for m in re.finditer(r"\S+", text)]
+    for i in range(len(found)):
+        seen = set()
+        for j in range(i, len(found)):
+            seen.add(found[j][2])
+            inter = len(seen & words)
+            s, e = found[i][0], found[j][1]
+            yield inter / (len(seen) + len(words) - inter), -(e - s), -s, s, e
+
+
+def align(text: str, selected: str, where: str = "selected_text") -> tuple:
+    """Where a label given as text lies in `text` -> (spans, exact): spans `((start, end),)`, or `()`
+    for an empty (or whitespace-only) selection; exact False when the label was not found verbatim.
+
+    In order: the first verbatim occurrence (a label carries no offset: the first is taken when it
+    occurs twice); the same words with any whitespace between them, case ignored; else the window of
+    whole words of `text` with the best word Jaccard against `selected` (ties: the shortest, then the
+    first). A label sharing no word with the text raises ValueError naming `where`."""
+    if selected is None or (isinstance(selected, float) and math.isnan(selected)) or not selected.strip():
+        return (), True
+    at = text.find(selected)
+    if at >= 0:
+        return ((at, at + len(selected)),), True
+    pattern = r"\s+".join(re.escape(w) for w in selected.split())
+    m = re.search(pattern, text, flags=re.IGNORECASE)
+    if m is not None:
+        return ((m.start(), m.end()),), False
+    best = max(_word_windows(text, set(selected.lower().split())), default=None)
+    if best is None or best[0] == 0:
+        raise ValueError(f"{where}: {_show(selected)} shares no word with its text {_show(text, 80)}")
+    return ((best[3], best[4]),), False
+
+
+def char_labels(len_text: int, spans) -> np.ndarray:
+    """(len_text,) uint8: 1 at every character inside any span, else 0."""
+    out = np.zeros(int(len_text), dtype=np.uint8)
+    for s, e in spans:
+        if s < 0 or e > len_text or s > e:
+            raise ValueError(f"span '{s} {e}' lies outside a text of {len_text} characters")
+        out[s:e] = 1
+    return out
+
+
+def _offsets(offsets, n_chars: int, sequence_mask, what: str):
+    """(starts, ends, used) of an offset mapping: used marks the tokens that cover characters of the
+    text (non-empty offsets, inside `sequence_mask`); their offsets must lie inside the text."""
+    off = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    starts, ends = off[:, 0], off[:, 1]
+    used = ends > starts
+    if sequence_mask is not None:
+        mask = np.asarray(sequence_mask, dtype=bool).reshape(-1)
+        if len(mask) != len(off):
+            raise ValueError(f"{what}: sequence_mask has {len(mask)} entries for {len(off)} tokens")
+        used &= mask
+    if used.any() and (starts[used].min() < 0 or ends[used].max() > n_chars):
+        raise ValueError(f"{what}: token offsets reach character {int(ends[used].max())} of a text of {n_chars} "
+                         "characters: offsets of another text (the other of a pair? pass sequence_mask)")
+    return starts, ends, used
+
+
+def token_targets(offsets, spans, text: str, sequence_mask=None, ignore: int = -100) -> np.ndarray:
+    """(T,) int64 target per token of a fast tokenizer's offset mapping (T, 2): 1 when any of its
+    characters lies in a span (spans stripped of whitespace at their edges first, so BPE's "Ġword"
+    whose offsets hold the space before the word is judged by the word), else 0; `ignore` (-100,
+    what cross-entropy skips) for tokens covering no character (special tokens' (0, 0), a lone
+    prepended "Ġ"/"▁") and for tokens outside `sequence_mask` (T,) (e.g. `sequence_ids == 1`: the
+    note of a (feature, note) pair; offsets of the other text mean nothing here)."""
+    starts, ends, used = _offsets(offsets, len(text), sequence_mask, "token_targets")
+    spans = strip_spans(check_spans(spans, text, "token_targets"), text)
+    inside = np.concatenate([[0], np.cumsum(char_labels(len(text), spans), dtype=np.int64)])
+    hit = inside[np.clip(ends, 0, len(text))] - inside[np.clip(starts, 0, len(text))] > 0
+    return np.where(used, hit.astype(np.int64), ignore)
+
+
+def token_to_char_probs(offsets, token_probs, len_text: int, sequence_mask=None) -> np.ndarray:
+    """(len_text,) float32 probability per character from one per token (T,): each character gets
+    its token's (the largest where tokens share characters: byte-level BPE's pieces of one emoji,
+    a prepended "Ġ" over the first letter). A character no token covers (the space between tokens
+    with trimmed offsets, a character the normalizer dropped) gets the smaller of its nearest covered
+    neighbours' probabilities: inside a span exactly when both sides are, 0 at the text's edges.
+    Tokens covering no character or outside `sequence_mask` are skipped (their value, e.g. -100,
+    is never read)."""
+    starts, ends, used = _offsets(offsets, len_text, sequence_mask, "token_to_char_probs")
+    probs = np.asarray(token_probs, dtype=np.float32).reshape(-1)
+    if len(probs) != len(starts):
+        raise ValueError(f"token_to_char_probs: {len(probs)} token probabilities for {len(starts)} offsets")
+    out = np.full(len_text, -np.inf, dtype=np.float32)
+    for s, e, p in zip(starts[used], ends[used], probs[used]):
+        out[s:e] = np.maximum(out[s:e], p)
+    covered = np.isfinite(out)
+    if covered.all():
+        return out
+    idx = np.arange(len_text)
+    left = np.maximum.accumulate(np.where(covered, idx, -1))  # last covered index at or before i
+    right = np.minimum.accumulate(np.where(covered, idx, len_text)[::-1])[::-1]  # first at or after i
+    safe = np.where(covered, out, 0.0)
+    fill = np.minimum(safe[np.clip(left, 0, None)], safe[np.clip(right, None, len_text - 1)])
+    fill[(left < 0) | (right >= len_text)] = 0.0
+    return np.where(covered, out, fill).astype(np.float32)
+
+
+def decode_threshold(char_probs, threshold: float, text: str, join_whitespace: bool = True) -> tuple:
+    """Spans of consecutive characters whose probability is above `threshold` (strictly), stripped of
+    whitespace at their edges (a span of whitespace only is dropped). With `join_whitespace`, spans
+    that only whitespace separates become one (a phrase whose space a token left low is one span,
+    as NBME's annotators mark it); spans separated by anything else stay apart."""
+    p = np.asarray(char_probs, dtype=float).reshape(-1)
+    if len(p) != len(text):
+        raise ValueError(f"decode_threshold: {len(p)} probabilities for a text of {len(text)} characters")
+    on = np.concatenate([[False], p > threshold, [False]])
+    edges = np.flatnonzero(on[1:] != on[:-1])  # starts and ends alternate
+    spans = strip_spans(zip(edges[::2].tolist(), edges[1::2].tolist()), text)
+    if not join_whitespace:
+        return spans
+    out = []
+    for s, e in spans:
+        if out and not text[out[-1][1]:s].strip():
+            out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return tuple(out)
+
+
+def best_span(start_scores, end_scores, max_len: int | None = None) -> tuple:
+    """(start, end) maximizing start_scores[start] + end_scores[end - 1] with start <= end - 1 (scores
+    add: pass logits or log-probabilities; `end_scores[j]` scores position j as the span's last), and
+    with `max_len`, end - start <= max_len. O(n): a running maximum of the start scores (a sliding
+    one under `max_len`). Ties: the earliest end, then the earliest start. Works on characters or on
+    tokens (then the answer is `text[offsets[start][0]:offsets[end - 1][1]]`); -inf masks a position."""
+    s, e = np.asarray(start_scores, dtype=float).reshape(-1), np.asarray(end_scores, dtype=float).reshape(-1)
+    if len(s) != len(e) or len(s) == 0:
+        raise ValueError(f"best_span: {len(s)} start scores and {len(e)} end scores (need as many, at least one)")
+    if max_len is not None and max_len < 1:
+        raise ValueError(f"best_span: max_len {max_len} must be at least 1")
+    if max_len is None or max_len >= len(s):
+        run = np.maximum.accumulate(s)
+        new = np.concatenate([[True], s[1:] > run[:-1]])  # a strictly better start: ties keep the earlier
+        arg = np.maximum.accumulate(np.where(new, np.arange(len(s)), 0))
+    else:
+        run, arg, window = np.empty(len(s)), np.empty(len(s), dtype=np.int64), deque()
+        for j in range(len(s)):
+            while window and s[window[-1]] < s[j]:  # keeps the earlier of equal starts
+                window.pop()
+            window.append(j)
+            if window[0] <= j - max_len:
+                window.popleft()
+            run[j], arg[j] = s[window[0]], window[0]
+    total = run + e
+    if not np.isfinite(total).any():
+        raise ValueError("best_span: no position has a finite start and a finite end score")
+    j = int(np.nanargmax(np.where(np.isfinite(total), total, -np.inf)))
+    return int(arg[j]), j + 1
+
+
+def _words(text) -> set:
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        return set()
+    return set(str(text).lower().split())
+
+
+def word_jaccard(true_texts, pred_texts) -> float:
+    """Tweet Sentiment Extraction's metric: the mean over rows of |A & B| / |A | B|, A and B the sets of
+    lower-cased, whitespace-split words of the true and predicted text (Kaggle's `jaccard`). Where both
+    are empty Kaggle's code divides by zero; here that row scores 1.0 (nothing to find, nothing
+    found). None or NaN (an empty cell as pandas reads it) is the empty text."""
+    true_texts, pred_texts = list(true_texts), list(pred_texts)
+    if len(true_texts) != len(pred_texts) or not true_texts:
+        raise ValueError(f"word_jaccard: {len(true_texts)} true and {len(pred_texts)} predicted texts "
+                         "(need as many, at least one)")
+    scores = []
+    for t, p in zip(true_texts, pred_texts):
+        a, b = _words(t), _words(p)
+        c = len(a & b)
+        scores.append(1.0 if not a and not b else c / (len(a) + len(b) - c))
+    return float(np.mean(scores))
+
+
+def _length(spans) -> int:
+    return sum(e - s for s, e in spans)
+
+
+def _overlap(a, b) -> int:
+    """Characters two canonical (sorted, disjoint) span tuples share."""
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        total += max(0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def char_micro_scores(true_spans_per_row, pred_spans_per_row) -> dict:
+    """NBME's scoring as counts: every character index inside a predicted span is a true or false
+    positive, every true character not predicted a false negative, summed over rows (overlapping
+    spans count a character once) -> {"precision", "recall", "f1", "tp", "fp", "fn"}. With no true
+    and no predicted character at all, precision, recall and F1 are 1.0 (scikit-learn says 0.0);
+    with none predicted, precision is 0.0."""
+    true_rows, pred_rows = list(true_spans_per_row), list(pred_spans_per_row)
+    if len(true_rows) != len(pred_rows):
+        raise ValueError(f"char_micro_f1: {len(true_rows)} rows of true spans and {len(pred_rows)} of predicted")
+    tp = fp = fn = 0
+    for t, p in zip(true_rows, pred_rows):
+        t, p = _merge(t, "char_micro_f1: true spans"), _merge(p, "char_micro_f1: predicted spans")
+        both = _overlap(t, p)
+        tp, fp, fn = tp + both, fp + _length(p) - both, fn + _length(t) - both
+    if tp + fp + fn == 0:
+        return {"precision": 1.0, "recall": 1.0, "f1": 1.0, "tp": 0, "fp": 0, "fn": 0}
+    return {"precision": tp / (tp + fp) if tp + fp else 0.0, "recall": tp / (tp + fn) if tp + fn else 0.0,
+            "f1": 2 * tp / (2 * tp + fp + fn), "tp": tp, "fp": fp, "fn": fn}
+
+
+def char_micro_f1(true_spans_per_row, pred_spans_per_row) -> float:
+    """NBME's metric: micro F1 over character indices, summed over rows (char_micro_scores' "f1")."""
+    return char_micro_scores(true_spans_per_row, pred_spans_per_row)["f1"]
+
+
+def entity_fbeta(true_entities, pred_entities, beta: float = 5.0) -> float:
+    """Micro F-beta over entities: any hashable tuples, e.g. (row, entity type, (start, end)), or PII
+    Data Detection's (document, token, label); each counted once. Precision and recall of the predicted
+    against the true set, F = (1 + b^2) P R / (b^2 P + R): beta 5 (PII's F5) weighs recall 25 times
+    precision. Nothing true and nothing predicted scores 1.0; nothing found otherwise 0.0."""
+    t, p = set(true_entities), set(pred_entities)
+    tp, b2 = len(t & p), beta * beta
+    if not t and not p:
+        return 1.0
+    if tp == 0:
+        return 0.0
+    return float((1 + b2) * tp / ((1 + b2) * tp + b2 * (len(t) - tp) + (len(p) - tp)))
