@@ -156,6 +156,8 @@ NOT_VERSIONED = {
     "test_competition": "descriptions, metrics and init's inference: pandas and scikit-learn",
     "test_competition_split": "descriptions, tables, metrics of one's own: pandas",
     "test_homes": "where names live in the source (ast)",
+    "test_ranking_defects": "the ranking family's input checks and messages: pandas, and runs of test_ranking's "
+                            "shapes, whose training there is marked",
     "test_imports": "the kit's import graph, read from the source (ast)",
     "test_joins": "joined tables and where they are found: pandas",
     "test_notebook_setup": "notebook cells and the test suite's shape",

@@ -33,6 +33,30 @@ def test_eedi_reads_as_3503_distractors_against_its_whole_catalogue_in_question_
     assert test["QuestionId_Answer"].tolist() == sample["QuestionId_Answer"].tolist()
 
 
+def test_eedis_built_in_cut_keeps_every_wrong_answer_at_the_documented_max_len(minilm_path):
+    """At --max-len 128 with the description's own cut, no distractor becomes the same sequence as
+    a sibling of its question by losing its wrong answer (the first tokens alone: 556 of 3,503 did;
+    13 are the same sequence even uncut: the same image description or answer twice)."""
+    from collections import Counter
+
+    from utils.batching import encode
+    from utils.model import load_tokenizer
+
+    data, comp = real_dir(EEDI), BUILTIN[EEDI]
+    df, tok = read_table(comp, data), load_tokenizer(minilm_path)
+    texts = comp.input_texts(df)
+
+    def siblings(ids) -> int:  # rows whose sequence another distractor of their question shares
+        keys = list(zip(df["QuestionId"], map(tuple, ids)))
+        seen = Counter(keys)
+        return sum(seen[k] > 1 for k in keys)
+
+    whole = siblings(encode(texts, tok, 10**6)[0])
+    fitted, cut = encode(texts, tok, 128, comp.long_text)
+    assert len(cut) > 500  # the cut matters: a fifth of the queries are longer than 128 tokens
+    assert siblings(fitted) - whole <= 5, (siblings(fitted), whole)
+
+
 def test_a_short_eedi_retriever_ranks_the_real_catalogue_and_submits_the_samples_rows(tmp_path, minilm_path):
     from utils.train import run_cv
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import torch
 
@@ -94,6 +96,26 @@ def encode(texts, tokenizer, max_len: int, fit: str = "head") -> tuple[list, lis
     return out, cut
 
 
+# One text making at least this share of a dataset's windows (and at least WINDOW_MANY of them) is
+# said: with fit "windows" a very long text otherwise takes most of an epoch's steps without a word.
+WINDOW_SHARE, WINDOW_MANY = 0.2, 8
+
+
+def say_dominant_text(texts, owner) -> None:
+    """A warning line when one text makes a large share of the windows (WINDOW_SHARE): which
+    text (its place, length and first words), how many windows of how many."""
+    counts = np.bincount(np.asarray(owner, dtype=int)) if len(owner) else np.zeros(0, int)
+    if not len(counts) or counts.max() < max(WINDOW_MANY, WINDOW_SHARE * len(owner)):
+        return
+    i = int(counts.argmax())
+    text = texts[i] if isinstance(texts[i], str) else " | ".join(map(str, texts[i]))
+    start = " ".join(text.split()[:6])
+    print(f"warning: fit 'windows': text {i + 1} of {len(counts)} ({len(text)} characters, starting {start!r}) "
+          f"makes {counts[i]} of the {len(owner)} windows ({counts[i] / len(owner):.0%}): it is that share of "
+          "every pass over these rows (an epoch's training steps); cut it, leave it out, or --fit head_tail",
+          file=sys.stderr, flush=True)
+
+
 class TextDataset(torch.utils.data.Dataset):
     """Token ids (unpadded, fitted to max_len by `fit`), optional targets and per-row loss
     weights; item i keeps its index. Texts are strings or (first, second) pairs. With fit
@@ -104,6 +126,8 @@ class TextDataset(torch.utils.data.Dataset):
         if fit == "windows":
             self.input_ids, owner, self.n_truncated = encode_windows(texts, tokenizer, max_len)
             self.cut = np.zeros(0, int)  # a long text is read whole, in windows
+            if targets is not None:  # training (or validation) rows: what one text weighs is said
+                say_dominant_text(list(texts), owner)
         else:
             self.input_ids, cut = encode(texts, tokenizer, max_len, fit)
             self.cut, self.n_truncated = np.asarray(cut, dtype=int), len(cut)

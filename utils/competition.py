@@ -379,6 +379,9 @@ BUILTIN = {
             target_cols=("MisconceptionId",), task="retrieval", answer_k=25,
             catalogue=("misconception_mapping.csv", "MisconceptionId", "MisconceptionName"),
             folds="group", group_col="QuestionId", short_name="eedi",
+            # The wrong answer ends the query: a cut that keeps the end keeps it (at --max-len 128,
+            # "head" made 556 of the 3,503 distractors token-identical to a sibling of their question).
+            long_text="head_tail",
         ),
         Competition(
             slug="kaggle-llm-science-exam", title="Kaggle - LLM Science Exam", text_cols=("prompt",),
@@ -388,6 +391,17 @@ BUILTIN = {
     )
 }
 DEFAULT = "commonlitreadabilityprize"
+
+
+def option_names(n: int) -> tuple:
+    """A reranker's options: its query's candidates c0, c1, ... (utils.rerank)."""
+    return tuple(f"c{j}" for j in range(n))
+
+
+def is_reranker(comp: Competition) -> bool:
+    """The competition is a reranker's (utils.rerank.description's): a multiple choice among the
+    candidates c0... of a query (here, not in utils.rerank: utils.predict asks it too)."""
+    return bool(comp.options) and comp.options == option_names(len(comp.options))
 
 
 def load_competition(name_or_file: str | Competition = "") -> Competition:

@@ -22,6 +22,7 @@ from .competition import (
 from .files import content_sha256, file_sha256  # noqa: F401 (re-exported)
 from .objective import OBJECTIVES, REGRESSION, objective_of
 from .pooling import POOLING_MODES
+from .tables import catalogue_path
 
 # Without --competition, the column flags' defaults are the default competition's (CommonLit).
 _DEFAULT = BUILTIN[DEFAULT]
@@ -223,7 +224,8 @@ def check_settings(cfg: TrainConfig, comp: Competition) -> None:
 # What a run was given by content, not by path (identity's keys -> what a user calls them).
 CONTENT_KEYS = {"train_csv_sha256": "--train-csv's content", "folds_csv_sha256": "--folds-csv's content",
                 "model_sha256": "the --model folder's files", "pseudo_sha256": "--pseudo-csv's content",
-                "competition_sha256": "--competition's file", "metric_sha256": "the competition's metric_file"}
+                "competition_sha256": "--competition's file", "metric_sha256": "the competition's metric_file",
+                "catalogue_sha256": "the catalogue file's content"}
 
 
 def identity(cfg: TrainConfig, comp: Competition) -> dict:
@@ -248,10 +250,20 @@ def identity(cfg: TrainConfig, comp: Competition) -> dict:
             d["metric_sha256"] = hashlib.sha256(comp.metric_code.encode()).hexdigest()
         if comp.reshape_code:  # the reshape of one's own, likewise
             d["reshape_sha256"] = hashlib.sha256(comp.reshape_code.encode()).hexdigest()
+    if comp.catalogue:  # a retriever ranks the items of this file: other items are another run
+        d["catalogue_sha256"] = _catalogue_sha256(comp, cfg.train_csv)
     if cfg.pseudo_csv and Path(cfg.pseudo_csv).is_file():
         # The file's content, not just its name: a resume cannot mix two sets of pseudo-labels.
         d["pseudo_sha256"] = content_sha256(cfg.pseudo_csv)
     return json.loads(json.dumps(d))  # tuples -> lists, exactly as config.json stores them
+
+
+def _catalogue_sha256(comp: Competition, train_csv) -> str | None:
+    """The content of the catalogue beside the train file (None: not found; reading it says so)."""
+    try:
+        return content_sha256(catalogue_path(comp, Path(train_csv).parent))
+    except ValueError:  # a catalogue in another Kaggle dataset that is not attached
+        return None
 
 
 def differences(saved: dict, current: dict, limit: int = 4) -> str:

@@ -29,6 +29,16 @@ def label_text(value) -> str:
     return str(value)
 
 
+def item_id(value) -> str:
+    """A catalogue item's id as text: 583 for 583, 583.0 and "583.0" (ids written through floats,
+    as pandas writes an integer column that had a missing cell); any other id is its own text."""
+    text = label_text(value).strip()
+    whole, dot, zeros = text.partition(".")
+    if dot and whole.lstrip("+-").isdigit() and set(zeros) <= {"0"}:
+        return whole
+    return text
+
+
 def _rows(df: pd.DataFrame, bad: np.ndarray, id_col: str | None, limit: int = 5) -> str:
     # Row numbers as a spreadsheet shows them: header is line 1, first data row is line 2.
     idx = np.flatnonzero(bad)[:limit]
@@ -60,17 +70,30 @@ def read_csv(
     so one bad row of a hidden test set cannot fail a whole submission. Empty: they are an error.
     """
     path = Path(path)
-    df = load_csv(path, id_col)
+    df = load_csv(path, id_col, (text_col,))
     return check_frame(df, path.name, (text_col,), target_cols, id_col, extra_cols, labels, blank)
 
 
-def load_csv(path, id_col: str | None = "id") -> pd.DataFrame:
-    """A CSV read as the kit reads one (ids as strings, a BOM skipped); one line on failure."""
+def load_csv(path, id_col: str | None = "id", text_cols=()) -> pd.DataFrame:
+    """A CSV read as the kit reads one (ids as strings, a BOM skipped); one line on failure. Texts
+    stay texts: a cell reading None, NA or null (words pandas reads as missing) keeps its word in
+    `text_cols` (read as written, never as numbers) and in every other column that holds text (an
+    id, a label: MAP 2025's "NA" misconception); an empty cell is missing everywhere, and a numeric
+    column keeps pandas' missing values."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
+    read = lambda **kw: pd.read_csv(path, encoding="utf-8-sig", **kw)  # noqa: E731
     try:
-        return pd.read_csv(path, encoding="utf-8-sig", dtype={id_col: str} if id_col else None)
+        df = read(dtype={id_col: str} if id_col else None)
+        numeric = pd.api.types.is_numeric_dtype
+        words = [j for j, (c, col) in enumerate(df.items())
+                 if c in text_cols or not numeric(col) and col.isna().any()]
+        if words:  # those columns again, as written: a missing-value word read as missing is put back
+            raw = read(dtype=str, keep_default_na=False, usecols=words)  # in the file's order, as `words`
+            for k, j in enumerate(words):
+                df.isetitem(j, raw.iloc[:, k].mask(raw.iloc[:, k] == ""))
+        return df
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
         raise DataError(f"{path}: cannot be read as a UTF-8 CSV ({e})") from None
 
@@ -248,7 +271,7 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
             what = "no " + ", ".join(missing) if missing else "columns " + ", ".join(unknown)
             raise DataError(f"{path.name} has {what}"
                             f": this run's outputs are {', '.join(outputs)}")
-        df = check_frame(load_csv(path, id_col), path.name, text_cols, tuple(outputs), id_col)
+        df = check_frame(load_csv(path, id_col, text_cols), path.name, text_cols, tuple(outputs), id_col)
         _check_probabilities(df, path.name, [o for o in outputs if o.startswith("prob_")], id_col)
         return df, False
     unknown = sorted({str(c).rsplit("_fold", 1)[0] for c in head.columns if "_fold" in str(c)
@@ -272,7 +295,7 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
                         f"than this run's ({fingerprint}): its fold columns would leak validation "
                         "rows; make it from runs trained on this run's folds (same --fold-seed or "
                         "--folds-csv)")
-    df = check_frame(load_csv(path, id_col), path.name, text_cols, (), id_col)
+    df = check_frame(load_csv(path, id_col, text_cols), path.name, text_cols, (), id_col)
     filtered = info.get("max_std") is not None
     for col in fold_cols:
         raw = df[col]

@@ -108,11 +108,16 @@ def top_k(scores, k: int) -> np.ndarray:
     index first, as a stable sort keeps them)."""
     scores = np.asarray(scores, float)
     k = min(k, scores.shape[1])
-    if k < scores.shape[1] // 4:  # a partial sort first: catalogues of thousands
-        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        part.sort(axis=1)  # stable ties: lower index first
-        order = np.argsort(-np.take_along_axis(scores, part, 1), axis=1, kind="stable")
-        return np.take_along_axis(part, order, 1)
+    if 0 < k < scores.shape[1] // 4:  # a partial sort first: catalogues of thousands
+        # argpartition finds the k-th score but picks any of the items tied with it: keep every item
+        # above it and, of those tied with it, the lowest indices (the rule a stable sort keeps).
+        kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1 : k]  # (N, 1)
+        above, tied = scores > kth, scores == kth
+        keep = above | (tied & (np.cumsum(tied, 1) <= k - above.sum(1, keepdims=True)))
+        if (keep.sum(1) == k).all():  # else a NaN row: the full sort below
+            part = np.nonzero(keep)[1].reshape(len(scores), k)  # each row's kept indices, ascending
+            order = np.argsort(-np.take_along_axis(scores, part, 1), axis=1, kind="stable")
+            return np.take_along_axis(part, order, 1)
     return np.argsort(-scores, axis=1, kind="stable")[:, :k]
 
 

@@ -16,6 +16,7 @@ Light: numpy and pandas; torch only inside the training functions.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -51,6 +52,10 @@ class Objective:
     def labelled(self) -> bool:
         """The target is a label (a class, an option's letter, a catalogue id), not a number."""
         return self.kind in ("classes", "options", "items")
+
+    def for_competition(self, comp) -> Objective:
+        """This objective as a competition trains it (most keep nothing of their own)."""
+        return self
 
     def refuses(self, metric) -> str:
         """Why `metric` cannot score this kind of output ("" when it can)."""
@@ -509,11 +514,12 @@ class Retrieval(Objective):
     the true item against the batch's other items and mined hard negatives, at a temperature); a
     query's outputs are its cosine similarity to every item of the catalogue, the answer its top
     answer_k items. The labels are the catalogue's ids, in its order. OOF columns: the truth, pred
-    (the top answer_k ids, as submitted) and candidates (the top `CANDIDATES` ids, what a reranker
-    reads), best first."""
+    (the top answer_k ids, as submitted) and candidates (the top `keep` ids: CANDIDATES, or answer_k
+    when larger; what a reranker reads), best first."""
 
     kind: ClassVar[str] = "items"
     CANDIDATES: ClassVar[int] = 100
+    keep: int = CANDIDATES  # candidates kept per query: CANDIDATES, or answer_k when larger (for_competition)
     # Reciprocal-rank fusion: a listed candidate at rank r (0 first) scores 1 / (FUSION + r), the
     # others 0. A blend of retrievers weighs these, in the out-of-fold file and at test time alike.
     FUSION: ClassVar[int] = 60
@@ -554,8 +560,13 @@ class Retrieval(Objective):
 
         return F.normalize(logits.float(), dim=-1)  # embeddings: cosine is their dot product
 
+    def for_competition(self, comp) -> Retrieval:
+        """Kept candidates enough for the submission's answer_k: the CV (MAP@k of oof.csv) is then
+        the MAP@k of the lists submitted, never of lists cut shorter."""
+        return dataclasses.replace(self, keep=max(self.CANDIDATES, comp.answer_k))
+
     def own_scores(self, y, pred, target_cols):
-        k = self.CANDIDATES
+        k = self.keep
         return {"score": -METRICS[f"recall@{k}"].score(y, pred), f"recall@{k}": METRICS[f"recall@{k}"].score(y, pred)}
 
     def truth(self, y, n_targets):
@@ -575,7 +586,7 @@ class Retrieval(Objective):
     def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
         """`pred`: (N, items) similarities."""
         names = np.asarray([str(v) for v in labels], dtype=object)
-        top = top_k(pred, self.CANDIDATES)
+        top = top_k(pred, self.keep)
         oof = pd.DataFrame({"id": np.asarray(ids)})
         oof[target_cols[0]] = df[target_cols[0]].astype(str).to_numpy()
         oof["candidates"] = [" ".join(r) for r in names[top]]
@@ -605,9 +616,9 @@ class Retrieval(Objective):
         return [self.oof_arrays(f, target_cols, ids) for f in frames]
 
     def blend_scores(self, pred):
-        """(N, items) similarities as the out-of-fold file keeps them: the top CANDIDATES fused
-        by rank, the others 0."""
-        top = top_k(pred, self.CANDIDATES)
+        """(N, items) similarities as the out-of-fold file keeps them: the top `keep` fused by
+        rank, the others 0."""
+        top = top_k(pred, self.keep)
         out = np.zeros(pred.shape)
         out[np.arange(len(pred))[:, None], top] = self.fused(top.shape[1])
         return out
@@ -642,5 +653,6 @@ def get_objective(name: str) -> Objective:
 
 
 def objective_of(comp) -> Objective:
-    """The objective a competition's task is trained as."""
-    return get_objective(comp.model_task)
+    """The objective a competition's task is trained as (with what it keeps for that competition:
+    a retriever's candidates)."""
+    return get_objective(comp.model_task).for_competition(comp)

@@ -26,8 +26,8 @@ from tqdm.auto import tqdm
 from . import backbone as bb
 from .batching import sorted_batches
 from .cli import HelpFormatter, cli_error, first_paragraph, show_progress
-from .competition import Competition, load_competition
-from .data import DataError
+from .competition import Competition, is_reranker, load_competition
+from .data import DataError, load_csv
 from .ensemble import blend_weights, normalize_weights, read_blend
 from .files import fold_dirs, write_csv
 from .fold import read_fold
@@ -131,7 +131,8 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
     competition reads them (utils.shapes' inputs: texts, or a multiple-choice row's options);
     `items`: a retriever's catalogue texts, each fold's outputs then the (N, items) similarities.
 
-    A blank text gets the fold's training mean (saved with the fold) instead of a prediction.
+    A blank text gets the fold's training mean (saved with the fold) instead of a prediction,
+    where its shape says so (utils.shapes: a ranking's rows are read even when blank).
     Without a `device`, every GPU is used (inference_devices: data-parallel replicas, or one
     model split across them); `devices` gives the replicas' devices explicitly. `base_model`:
     a LoRA fold's base model folder (else found: utils.backbone.find_base).
@@ -196,10 +197,10 @@ def decision_rule(runs, blend: dict | None = None) -> dict | None:
 
 def predict(runs, texts, weights=None, timings: dict | None = None, **kw) -> np.ndarray:
     """Blend of runs (each the mean of its folds) with non-negative weights normalised to sum 1."""
-    spec = check_runs(runs)  # from saved files, before any model loads: one competition, the same outputs
+    check_runs(runs)  # from saved files, before any model loads: one competition, the same outputs
     w = normalize_weights(weights, len(runs))
     # Several runs blend what their out-of-fold files weighed (a retriever's: its top candidates by rank).
-    weighed = get_objective(spec["task"]).blend_scores if len(runs) > 1 else (lambda p: p)
+    weighed = objective_of(run_competition(runs[0])).blend_scores if len(runs) > 1 else (lambda p: p)
     total = 0.0
     for run, wi in zip(runs, w):
         t0 = time.time()
@@ -238,7 +239,7 @@ def match_sample(sub: pd.DataFrame, sample_path, comp: Competition) -> pd.DataFr
     order are written in the sample's); one line naming the file when its columns or ids disagree
     with the description and the test file, or it repeats an id."""
     sample_path = Path(sample_path)
-    sample = pd.read_csv(sample_path, encoding="utf-8-sig", dtype={comp.id_col: str})
+    sample = load_csv(sample_path, comp.id_col)  # an id reading NA is that id, as in the test file
     want, made = list(map(str, sample.columns)), list(map(str, sub.columns))
     if sorted(want) != sorted(made):
         missing, extra = [c for c in want if c not in made], [c for c in made if c not in want]
@@ -288,19 +289,24 @@ def write_submission(path, test: pd.DataFrame, preds: np.ndarray, comp: Competit
 
 def submit(runs, test_csv, out="submission.csv", weights=None, blend_json=None, timings=None,
            sample_submission: bool = True, **kw) -> pd.DataFrame:
-    """The whole submission: the runs' competition read from them, its test file read (blank texts
-    get the training mean), folds averaged and runs blended (`weights`, or blend.json's), labels
-    by the fitted rule, checked against the sample submission beside the test file (an error when
-    there is none; sample_submission=False: the test file's order, unchecked), written to `out`.
-    Everything read from disk is checked before the first model loads."""
+    """The whole submission: the runs' competition read from them, its test file read (a blank text
+    as its shape predicts one: the training mean; a ranking's from the empty text), folds averaged
+    and runs blended (`weights`, or blend.json's), labels by the fitted rule, checked against the
+    sample submission beside the test file (an error when there is none; sample_submission=False:
+    the test file's order, unchecked), written to `out`. Everything read from disk is checked
+    before the first model loads; a reranker run is refused (utils.rerank predicts with one)."""
     spec = check_runs(runs)
     comp = run_competition(runs[0])
+    reranker = next((r for r in runs if is_reranker(run_competition(r))), None)
+    if reranker is not None:
+        raise DataError(f"{reranker} is a reranker (it reorders a retriever's candidates): predict with python -m "
+                        f"utils.rerank predict --retriever RETRIEVER --reranker {reranker} --test-csv {test_csv}")
     blend = read_blend(blend_json) if blend_json else None
     if blend is not None:
         weights = blend_weights(blend_json, runs, blend)[0]
     normalize_weights(weights, len(runs))
     rule = decision_rule(runs, blend)
-    test = read_split(comp, test_csv, "test", blank="predicted as the training mean")
+    test = read_split(comp, test_csv, "test", blank=shape_of(comp).blank_note)
     sample = check_sample(Path(test_csv).parent / comp.sample_submission) if sample_submission else None
     if comp.catalogue:  # a retriever ranks the catalogue beside the test file: its ids are the answers
         catalogue = read_catalogue(comp, Path(test_csv).parent)

@@ -4,7 +4,7 @@ multiple-choice scorer whose options are the retriever's top N items for the que
 
     python -m utils.rerank build --retriever runs/eedi-minilm --data DATA --candidates 25 --out rr/
     python -m utils.train --competition rr/competition.json --train-csv rr/rerank_train.csv \
-        --model MODEL --out runs/eedi-rerank ...
+        --folds K --model MODEL --out runs/eedi-rerank ...   # K: the retriever's --folds
     python -m utils.rerank predict --retriever runs/eedi-minilm --reranker runs/eedi-rerank \
         --test-csv DATA/test.csv --out submission.csv
 
@@ -38,20 +38,18 @@ import numpy as np
 import pandas as pd
 
 from .cli import HelpFormatter, cli_error, first_paragraph
-from .competition import SEP, Competition
+from .competition import SEP, Competition, is_reranker, option_names  # noqa: F401 (re-exported)
 from .data import DataError
-from .files import write_csv
+from .files import fold_dirs, write_csv
 from .metrics import METRICS, top_k
-from .runs import FOLDS, read_folds, read_oof, run_competition
-from .tables import read_catalogue, read_split, read_table
+from .runs import FOLDS, OOF, has_config, has_oof, read_folds, read_oof, run_competition
+from .tables import catalogue_path, read_catalogue, read_split, read_table
 
 TRAIN, DESCRIPTION = "rerank_train.csv", "competition.json"
 NO_ANSWER = "none"
 PRIOR_WEIGHTS = tuple(float(w) for w in np.arange(0, 4.01, 0.25))  # the grid a weight is fitted on
 
 
-def option_names(n: int) -> tuple:
-    return tuple(f"c{j}" for j in range(n))
 
 
 def description(comp: Competition, n: int) -> Competition:
@@ -63,7 +61,8 @@ def description(comp: Competition, n: int) -> Competition:
     return Competition(slug=comp.slug, title=f"{comp.title or comp.slug}: reranking", id_col="id",
                        text_cols=("query",), options=option_names(n), target_cols=("answer",),
                        task="multiple_choice", answer_k=comp.answer_k, no_answer=NO_ANSWER, train_file=TRAIN,
-                       folds="file", folds_file=FOLDS, short_name=f"{comp.kit_name[:-4]}-rerank")
+                       folds="file", folds_file=FOLDS, short_name=f"{comp.kit_name[:-4]}-rerank",
+                       long_text=comp.long_text)  # a query is cut as the retriever's were (Eedi: keeping its end)
 
 
 def table(queries, candidates, items: pd.DataFrame, n: int, truth=None, ids=None) -> pd.DataFrame:
@@ -73,7 +72,8 @@ def table(queries, candidates, items: pd.DataFrame, n: int, truth=None, ids=None
     top = [list(c)[:n] for c in candidates]
     short = [i for i, c in enumerate(top) if len(c) < n]
     if short:
-        raise DataError(f"query {short[0]} has {len(top[short[0]])} candidates, fewer than {n}: retrieve more")
+        raise DataError(f"query {short[0]} has {len(top[short[0]])} candidates, fewer than the {n} the reranker "
+                        f"reads: a catalogue of {n} items at least")
     out = pd.DataFrame({"id": ids if ids is not None else range(len(top)),
                         "query": [str(q).replace(SEP, " | ") for q in queries]})
     for j, name in enumerate(option_names(n)):
@@ -84,11 +84,32 @@ def table(queries, candidates, items: pd.DataFrame, n: int, truth=None, ids=None
     return out
 
 
+def run_folder(run) -> Path:
+    """A folder that holds a run (a config, an out-of-fold file or a finished fold); one line when
+    it does not exist (a typo) or holds none."""
+    run = Path(run)
+    if not run.is_dir():
+        raise DataError(f"{run}: the run folder does not exist")
+    if not (has_config(run) or has_oof(run) or fold_dirs(run, required=False)):
+        raise DataError(f"{run} holds no run (no config, no out-of-fold file, no finished fold)")
+    return run
+
+
 def retriever_competition(run) -> Competition:
     """The competition a retriever run was trained for; one line when the run is not a retriever."""
-    comp = run_competition(run)
+    comp = run_competition(run_folder(run))
     if not comp.catalogue:
         raise DataError(f"{run} is not a retriever run (its competition {comp.slug} has no catalogue)")
+    return comp
+
+
+def reranker_competition(run) -> Competition:
+    """The competition a reranker run was trained for (`description`'s); one line when the run is
+    not a reranker (a retriever, another multiple choice, any other run)."""
+    comp = run_competition(run_folder(run))
+    if not is_reranker(comp):
+        raise DataError(f"{run} is not a reranker run (it was trained for {comp.slug}, task {comp.task}): train one "
+                        "on the table of python -m utils.rerank build")
     return comp
 
 
@@ -106,15 +127,26 @@ def build(retriever, data_dir, n: int, out) -> dict:
                         f"{ids[missing].iloc[0]!r}): finish every fold of the retriever first")
     desc = description(comp, n)
     cands = [str(c).split() for c in oof.loc[ids, "candidates"]]
-    frame = table(comp.input_texts(train), cands, read_catalogue(comp, data_dir), n,
-                  train[comp.target_cols[0]].astype(str), ids.to_numpy())
+    kept = min(len(c) for c in cands)
+    if kept < n:
+        raise DataError(f"--candidates {n}: the retriever's {OOF} ({retriever}) keeps {kept} candidates per query: "
+                        f"rerank at most that many (--candidates {kept})")
+    items = read_catalogue(comp, data_dir)
+    known = set(items["id"])
+    lacking = next(((q, c) for q, row in zip(ids, cands) for c in row[:n] if c not in known), None)
+    if lacking:
+        raise DataError(f"{catalogue_path(comp, data_dir)}: the catalogue has no id {lacking[1]!r}, a candidate "
+                        f"of query {lacking[0]!r} in {Path(retriever) / OOF}: build with the catalogue the "
+                        "retriever ranked")
+    frame = table(comp.input_texts(train), cands, items, n, train[comp.target_cols[0]].astype(str), ids.to_numpy())
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / TRAIN, frame)
     folds = read_folds(retriever)
     write_csv(out / FOLDS, pd.DataFrame({"id": folds.index.astype(str), "fold": folds.to_numpy()}))
     desc.save(out / DESCRIPTION)
     found = float(np.mean(frame["answer"] != NO_ANSWER))
-    return {"rows": len(frame), "true_item_in_candidates": found, "description": str(out / DESCRIPTION)}
+    return {"rows": len(frame), "true_item_in_candidates": found, "description": str(out / DESCRIPTION),
+            "folds": int(folds.nunique())}
 
 
 def mix(probs: np.ndarray, weight: float) -> np.ndarray:
@@ -146,7 +178,9 @@ def cross_fit(probs: np.ndarray, truth: np.ndarray, folds: np.ndarray, metric) -
 
 
 def _out_of_fold(reranker) -> tuple:
-    """(metric, truth, probabilities, folds) of a reranker run's out-of-fold file."""
+    """(metric, truth, probabilities, folds) of a reranker run's out-of-fold file; one line when
+    the run is not a reranker."""
+    reranker_competition(reranker)
     run = read_oof(reranker)
     truth, probs = run.objective.oof_arrays(run.frame, run.truth)
     return METRICS[run.metric], truth, probs, run.frame["fold"].astype(str).to_numpy()
@@ -189,19 +223,20 @@ def check_pair(retriever, reranker) -> tuple[Competition, Competition]:
     """(the retriever's competition, the reranker's), or one line saying why the reranker cannot
     follow that retriever: it must be a run on `build`'s table of a retriever of the same
     competition."""
-    comp, rr = retriever_competition(retriever), run_competition(reranker)
-    if rr.task != "multiple_choice" or rr.options != option_names(len(rr.options)) or rr.slug != comp.slug:
+    comp, rr = retriever_competition(retriever), reranker_competition(reranker)
+    if rr.slug != comp.slug:
         raise DataError(f"{reranker} is not a reranker of {comp.slug}'s retriever (it was trained for "
                         f"{rr.slug}, task {rr.task}): train one on `python -m utils.rerank build`'s table")
     return comp, rr
 
 
 def predict(retriever, reranker, test_csv, out, n: int | None = None, timings: dict | None = None,
-            weight: float | None = None, **kw) -> pd.DataFrame:
+            weight: float | None = None, sample_submission: bool = True, **kw) -> pd.DataFrame:
     """The submission: the retriever ranks the catalogue beside the test file, the reranker
     reorders each row's top n, mixed with the retriever's ranks by `weight` (None: the one fitted
     on the reranker's out-of-fold file, `prior_weight`); written in the sample submission's rows and
-    column. `timings` gets the seconds of each stage ('retrieve', 'rerank')."""
+    column (sample_submission=False: the test file's order, unchecked). `timings` gets the seconds
+    of each stage ('retrieve', 'rerank')."""
     from .predict import check_sample, predict_run, write_submission  # torch: only when predicting
     from .shapes import shape_of  # torch too
 
@@ -211,9 +246,9 @@ def predict(retriever, reranker, test_csv, out, n: int | None = None, timings: d
     if weight < 0:
         raise ValueError(f"--prior-weight {weight:g}: a weight of the retriever's ranks is 0 (the reranker alone) "
                          "or more")
-    test = read_split(comp, test_csv, "test", blank="ranked all the same")
+    test = read_split(comp, test_csv, "test", blank=shape_of(comp).blank_note)
     items = read_catalogue(comp, Path(test_csv).parent)
-    sample = check_sample(Path(test_csv).parent / comp.sample_submission)
+    sample = check_sample(Path(test_csv).parent / comp.sample_submission) if sample_submission else None
     t0 = time.time()
     scores = predict_run(retriever, shape_of(comp).inputs(comp, test), items=items["text"].tolist(), **kw)
     scores = np.asarray(scores).reshape(len(test), -1)
@@ -244,6 +279,9 @@ def main(argv=None) -> int:
     q.add_argument("--reranker", required=True, help="the reranker run folder")
     q.add_argument("--test-csv", required=True, help="the competition's test file (its catalogue and sample beside it)")
     q.add_argument("--out", default="submission.csv", help="the submission to write")
+    q.add_argument("--no-sample-submission", action="store_true",
+                   help="no sample submission beside the test file: write the test file's order, the columns and "
+                        "order unchecked")
     q.add_argument("--prior-weight", type=float, default=None,
                    help="the weight of the retriever's ranks in the final order (0: the reranker alone); "
                         "default: the one fitted on the reranker's out-of-fold file")
@@ -255,8 +293,9 @@ def main(argv=None) -> int:
         if a.cmd == "build":
             r = build(a.retriever, a.data, a.candidates, a.out)
             print(f"{r['rows']} queries; the true item is among the top {a.candidates} candidates of "
-                  f"{r['true_item_in_candidates']:.1%}; train with --competition {r['description']} "
-                  f"--train-csv {Path(a.out) / TRAIN}")
+                  f"{r['true_item_in_candidates']:.1%}; train the reranker on the retriever's {r['folds']} folds: "
+                  f"python -m utils.train --competition {r['description']} --train-csv {Path(a.out) / TRAIN} "
+                  f"--folds {r['folds']} --model MODEL --out RUN")
         elif a.cmd == "prior":
             r = prior(a.reranker)
             cv = (f"; honest CV {r['cv']:.4f} (each fold mixed with the other folds' weight: "
@@ -266,7 +305,8 @@ def main(argv=None) -> int:
                   f"retriever's order {r['retriever']:.4f}, mixed {r['mixed_in_sample']:.4f} with weight "
                   f"{r['weight']:g} (the submission's){cv}")
         else:
-            sub_ = predict(a.retriever, a.reranker, a.test_csv, a.out, weight=a.prior_weight, progress=False)
+            sub_ = predict(a.retriever, a.reranker, a.test_csv, a.out, weight=a.prior_weight,
+                           sample_submission=not a.no_sample_submission, progress=False)
             print(f"wrote {a.out} ({len(sub_)} rows)")
     except (DataError, ValueError, OSError) as e:
         return cli_error(e)

@@ -6,7 +6,7 @@ uninterrupted one would (the same oof.csv on a CPU): the data order skips the mi
 already trained, and every random draw after the save is the one it would have been.
 
 The folder is removed once the fold's own folder is written. What the run was given is checked
-before (utils.train.prepare_out: a changed argument or input is refused in one line while a fold
+before (utils.runfolder.prepare_out: a changed argument or input is refused in one line while a fold
 is unfinished), and the state records the micro-batch it was trained with: a fold restarted at
 another micro-batch (after an out-of-memory retry) starts over, said in one line.
 """
@@ -91,7 +91,7 @@ def _every_process(obj) -> list:
 def save(out, fold: int, progress: Progress, model, optimizer, scheduler, accelerator, average,
          micro_batch: int, trained: dict) -> None:
     """Write the fold's state (every process calls it: the random states of each are kept; the
-    main process writes). `trained`: the weights that train (utils.train.trained_state)."""
+    main process writes). `trained`: the weights that train (utils.average.trained_state)."""
     states = _every_process(_random_states())
     if accelerator.is_main_process:
         scaler = getattr(accelerator, "scaler", None)

@@ -18,6 +18,7 @@ catalogue is utils.search's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -45,6 +46,9 @@ def blank_texts(texts) -> np.ndarray:
 @dataclass(frozen=True)
 class TextRows:
     """One text per row, one sequence per text (fit "windows": several, averaged back)."""
+
+    # What prediction makes of a blank text, as the warning on reading a test file says it.
+    blank_note: ClassVar[str] = "predicted as the training mean"
 
     def inputs(self, comp, df) -> list:
         """The model's input per row (utils.competition.Competition.input_texts)."""
@@ -167,6 +171,7 @@ class OptionRows(TextRows):
     train_options: int = 0  # 0: every option
     options_in_text: bool = False
     listing_shift: int = 0  # prediction only: where the listing starts (test-time reordering)
+    blank_note: ClassVar[str] = "its options are scored and ranked under an empty prompt"
 
     def blank(self, inputs) -> np.ndarray:
         return np.zeros(len(inputs), dtype=bool)  # the options are read even under a blank prompt
@@ -228,6 +233,7 @@ class CatalogueRows(TextRows):
     temperature: float = 0.05  # the similarities' scale: cos / temperature (MNRL's 20 is 0.05)
     hard_negatives: int = 1  # mined negatives per query in each training batch
     mined: int = 30  # each query's top items (its true ones left out) that negatives are drawn from
+    blank_note: ClassVar[str] = "the catalogue is ranked for the empty text"
 
     def collator(self, tokenizer, target_dtype, data=None, seed: int = 0):
         return QueryCollator(tokenizer.pad_token_id or 0, data.items_ds, data.negatives, self.hard_negatives, seed,

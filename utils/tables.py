@@ -16,8 +16,9 @@ import pandas as pd
 
 from . import env
 from .competition import Competition
-from .data import DataError, _rows, check_frame, label_text, load_csv, make_folds
+from .data import DataError, _rows, check_frame, item_id, label_text, load_csv, make_folds
 from .objective import objective_of
+from .reshape import RESHAPES
 from .reshape import apply as apply_reshape
 
 
@@ -47,14 +48,15 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
     line naming the file, the column and the rows otherwise."""
     path = Path(path)
     joins = comp.train_joins if split == "train" else comp.test_joins
-    df = load_csv(path, None if comp.reshape else comp.id_col)
+    texts = (*comp.text_cols, *comp.options)  # read as written: a text "None" or "NA" is a text
+    df = load_csv(path, None if comp.reshape else comp.id_col, texts)
     name = path.name
     for file, key, *theirs in joins:
         jpath = join_path(path.parent, file)
         if not jpath.is_file():
             raise DataError(f"{jpath}: file not found (joined onto {name} by {key!r})")
         their = theirs[0] if theirs else key  # the table's own name for the key (e.g. code for context)
-        table = pd.read_csv(jpath, encoding="utf-8-sig", dtype={their: str})
+        table = load_csv(jpath, their, texts)
         if their not in table.columns:
             raise DataError(f"{file} is missing column {their!r} (the join key); "
                             f"found: {', '.join(map(str, table.columns))}")
@@ -76,7 +78,7 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
     if joins:
         name = f"{name} (with {', '.join(j[0] for j in joins)} joined)"
     if comp.reshape:
-        df = apply_reshape(comp.reshape, df, split, name)
+        df = reshaped(comp.reshape, df, split, name)
         if comp.id_col in df.columns:
             df[comp.id_col] = df[comp.id_col].astype(str)
         name = f"{name} (reshaped by {comp.reshape!r})"
@@ -86,9 +88,60 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
     labelled = objective_of(comp).labelled
     df = check_frame(df, name, comp.text_cols, targets, comp.id_col, extra, labelled, blank,
                      () if labelled else comp.target_range)
+    warn_blank_options(df, name, comp.options, comp.id_col)
+    if targets and objective_of(comp).kind == "items":  # catalogue ids as the catalogue reads them (583.0: 583)
+        df[targets[0]] = df[targets[0]].map(item_id)
     if targets:
         check_labels(comp, df, name, path.parent)
     return df
+
+
+def warn_blank_options(df: pd.DataFrame, name: str, options, id_col: str) -> None:
+    """One warning line naming the option columns that are blank somewhere, how many rows each,
+    and the first rows: a blank option is scored (and may be ranked) as an empty text."""
+    blank = {c: (df[c].isna() | (df[c].astype(str).str.strip() == "")).to_numpy() for c in options}
+    counts = {c: int(b.sum()) for c, b in blank.items() if b.any()}
+    if not counts:
+        return
+    cols = ", ".join(f"{c!r} ({n} row{'s' if n > 1 else ''})" for c, n in counts.items())
+    rows = np.logical_or.reduce([blank[c] for c in counts])
+    print(f"warning: {name}: option column{'s' if len(counts) > 1 else ''} {cols} blank at {_rows(df, rows, id_col)}; "
+          "a blank option is scored and ranked as an empty text", file=sys.stderr, flush=True)
+
+
+def reshaped(reshape: str, df: pd.DataFrame, split: str, name: str) -> pd.DataFrame:
+    """utils.reshape.apply's rows; when the reshape fails on some rows and not on others, its one
+    line also names the first row it fails on and the cell the error quotes."""
+    try:
+        return apply_reshape(reshape, df, split, name)
+    except DataError as e:
+        where = failing_row(RESHAPES.get(reshape), df, split)
+        raise DataError(f"{e}; {where}" if where else str(e)) from None
+
+
+def failing_row(fn, df: pd.DataFrame, split: str) -> str:
+    """'the first row it fails on: row R (column C holds V)' for a function of a table that fails
+    on `df` and not on the rows before R (the same error), else ''. A bisection over prefixes."""
+    def error(part):
+        try:
+            fn(part.copy(), split)
+        except Exception as e:  # noqa: BLE001 (a reshape's own error, compared below)
+            return f"{type(e).__name__}: {e}"
+        return ""
+
+    whole = error(df) if fn is not None else ""
+    if not whole:
+        return ""
+    lo, hi = 0, len(df)  # the rows before lo pass; the rows before hi fail
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if error(df.iloc[:mid]) == whole else (mid, hi)
+    row = hi - 1
+    if row == 0 and len(df) > 1 and error(df.iloc[1:2]) == whole:
+        return ""  # every row fails alike: not a row's fault (e.g. a missing column)
+    cells = [c for c, v in df.iloc[row].items() if isinstance(v, str) and (f"'{v}'" in whole or f'"{v}"' in whole)]
+    cell = f" (column {cells[0]!r} holds {df.iloc[row][cells[0]]!r})" if cells else ""
+    return f"the first row it fails on: row {row + 2}{cell}"
 
 
 def read_catalogue(comp: Competition, folder) -> pd.DataFrame:
@@ -97,7 +150,7 @@ def read_catalogue(comp: Competition, folder) -> pd.DataFrame:
     naming the file on a missing column, a repeated id or a blank text. Read once while the file
     is unchanged (a run's folds and checks all ask for it)."""
     file, id_col, text_col = comp.catalogue
-    path = join_path(Path(folder), file)
+    path = catalogue_path(comp, folder)
     try:
         stat = path.stat()
         key = (str(path), stat.st_mtime_ns, stat.st_size)
@@ -106,15 +159,20 @@ def read_catalogue(comp: Competition, folder) -> pd.DataFrame:
     return _catalogue(key, id_col, text_col, comp.answer_k).copy()
 
 
+def catalogue_path(comp: Competition, folder) -> Path:
+    """Where a retrieval competition's catalogue is for the competition's files in `folder`."""
+    return join_path(Path(folder), comp.catalogue[0])
+
+
 @functools.lru_cache(maxsize=4)
 def _catalogue(key: tuple, id_col: str, text_col: str, answer_k: int) -> pd.DataFrame:
     path = Path(key[0])
-    table = load_csv(path, id_col)
+    table = load_csv(path, id_col, (text_col,))
     for c in (id_col, text_col):
         if c not in table.columns:
             raise DataError(f"{path.name}: the catalogue has no column {c!r}; found: "
                             f"{', '.join(map(str, table.columns))}")
-    ids, texts = table[id_col].astype(str).str.strip(), table[text_col]
+    ids, texts = table[id_col].map(item_id), table[text_col]
     dup = ids.duplicated().to_numpy()
     if dup.any():
         raise DataError(f"{path.name}: the catalogue's id {ids[dup].iloc[0]!r} is on two rows ({id_col!r}): one row "

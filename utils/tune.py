@@ -99,12 +99,17 @@ def suggest(trial, name: str, space: dict | None = None):
 
 def require_optuna():
     """The optuna module; without it, a ValueError saying how to install it (an optional package:
-    the kit trains without it)."""
+    the kit trains without it); a ValueError naming the file when a module of that name that is
+    not Optuna comes first on the path (an optuna.py in the working folder)."""
     try:
         import optuna
     except ImportError:
         raise ValueError("python -m utils.tune needs Optuna, which is not installed: pip install "
                          "'optuna>=3.0'") from None
+    if not hasattr(optuna, "create_study"):
+        where = getattr(optuna, "__file__", None) or list(getattr(optuna, "__path__", []))
+        raise ValueError(f"the module optuna imported from {where} is not Optuna (it has no create_study): it "
+                         "shadows the installed package; rename it, or run from another folder")
     return optuna
 
 
