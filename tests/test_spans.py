@@ -457,3 +457,17 @@ def test_every_real_nbme_location_parses_inside_its_note_and_matches_its_annotat
         assert parse_location(format_location(row)) == row
     assert len(nbme) == 11678 and differ == 4 and pieces > 0  # the README's 4 spans off by whitespace
     assert char_micro_f1(spans, spans) == 1.0 and char_micro_f1(spans, [()] * len(spans)) == 0.0
+
+
+def test_the_span_metrics_are_in_the_registry_greater_is_better_and_score_by_hand():
+    from utils.metrics import METRICS
+
+    jaccard, f1, f5 = METRICS["jaccard"], METRICS["char_f1"], METRICS["f5"]
+    assert all(m.greater_is_better and m.needs == "spans" and not m.rule for m in (jaccard, f1, f5))
+    # rows: {a,b,c} vs {a,b}: 2/3; {x} vs {x}: 1 -> mean 5/6
+    assert jaccard.score(["a b c", "X"], ["a b", "x"]) == pytest.approx(5 / 6)
+    # [0, 4) against [2, 6): 2 true positives, 2 false positives, 2 misses -> F1 0.5
+    assert f1.score([((0, 4),)], [((2, 6),)]) == pytest.approx(0.5)
+    assert f1.loss([((0, 4),)], [((2, 6),)]) == pytest.approx(-0.5)  # what checkpoints minimise
+    # one true entity found among two predicted: P 1/2, R 1, F5 = 26 * 0.5 / (25 * 0.5 + 1)
+    assert f5.score([(0, "NAME", 0, 3)], [(0, "NAME", 0, 3), (0, "NAME", 5, 6)]) == pytest.approx(13 / 13.5)

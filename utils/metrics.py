@@ -7,7 +7,9 @@ for quadratic weighted kappa on a regression output). Callers ask the metric, ne
 
 Predictions are always (N, outputs): regression values, one column per target; class
 probabilities, one column per class (binary: 2 columns); for rankings, a score per candidate (a
-class, an option, a catalogue item), the answer being the k best. Truths are (N, targets) values or
+class, an option, a catalogue item), the answer being the k best; for spans (`needs` "spans"),
+each row's answer as it is submitted: a text (Tweet's words) or its character spans (NBME's),
+scored by utils.spans' functions. Truths are (N, targets) values or
 (N,) class indices, or for rankings (N,) indices or an (N, candidates) 0/1 matrix (several true
 items). MAP@k and recall@k exist for every k: `map@25`, `recall@100`.
 """
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+from . import spans
 
 
 def rmse(y, p) -> float:
@@ -298,6 +302,10 @@ METRICS = _Registry(
         Metric("qwk", _qwk, True, "labels", "cutpoints", "quadratic weighted kappa"),
         Metric("pearson", pearson, True, "values", title="Pearson correlation"),
         Metric("spearman", spearman, True, "values", title="Spearman correlation"),
+        # parts of the text: the answers as submitted (utils.spans)
+        Metric("jaccard", spans.word_jaccard, True, "spans", title="word-level Jaccard"),
+        Metric("char_f1", spans.char_micro_f1, True, "spans", title="micro F1 over characters"),
+        Metric("f5", spans.entity_fbeta, True, "spans", title="micro F5 over entities"),
     )
 )
 
