@@ -234,13 +234,13 @@ def test_every_metric_is_registered_with_what_it_needs():
     from utils.metrics import BUILTIN_METRICS
 
     assert set(BUILTIN_METRICS) == {"rmse", "mcrmse", "f1", "accuracy", "roc_auc", "log_loss", "qwk", "pearson",
-                                    "spearman"}
+                                    "spearman", "jaccard", "char_f1", "f5"}
     assert {m for m in METRICS if m not in BUILTIN_METRICS} <= {f"{r}@{k}" for r in ("map", "recall")
                                                                for k in range(1, 1001)}  # made when asked for
     with pytest.raises(ValueError, match="unknown metric 'auc'; valid: rmse, mcrmse"):
         get_metric("auc")
     for m in METRICS.values():
-        assert m.needs in ("values", "labels", "probabilities")
+        assert m.needs in ("values", "labels", "probabilities", "spans")
         assert m.rule in ("", "threshold", "cutpoints")
 
 

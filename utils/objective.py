@@ -17,13 +17,14 @@ Light: numpy and pandas; torch only inside the training functions.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-from .data import label_text
+from .data import DataError, _rows, label_text
 from .metrics import METRICS, apply_rule, rmse, top_k
 
 
@@ -65,6 +66,11 @@ class Objective:
         return ""
 
     # ---- training
+    def check_labels(self, comp, df: pd.DataFrame, name: str, items=None) -> None:
+        """What a training file's labels must be, refused in one line naming the file `name`, the
+        column and a row (values: anything numeric, read as such by utils.data); `items`: a
+        retriever's catalogue ids."""
+
     def labels(self, values: pd.Series, num_labels: int = 0, source: str = "", order=()) -> list | None:
         """The class labels of a target column (None: no classes): `order` (the description's
         classes) when given, else sorted; checked against --num-labels."""
@@ -273,6 +279,31 @@ class Classification(Objective):
 
     kind: ClassVar[str] = "classes"
 
+    def check_labels(self, comp, df, name, items=None):
+        """Every label among `classes`; string labels of a binary task only with `classes` (which one
+        is positive); at least two classes. A class of `classes` (the sample submission's) that no
+        training row holds is trained and submitted all the same: a warning on stderr names it."""
+        col = comp.target_cols[0]
+        text = df[col].map(label_text)
+        if comp.classes:
+            bad = ~text.isin([label_text(c) for c in comp.classes]).to_numpy()
+            if bad.any():
+                raise DataError(f"{name}: column {col!r} holds {text[bad].iloc[0]!r}, not one of the description's "
+                                f"classes {list(comp.classes)}, at {_rows(df, bad, comp.id_col)}")
+        elif comp.binary and not set(text) <= {"0", "1"}:
+            raise DataError(f"{name}: column {col!r} holds labels {sorted(set(text))[:2]}: a binary task with labels "
+                            "other than 0/1 needs \"classes\": [negative, positive] in its description (F1 and "
+                            "the submission's probability are for the positive one)")
+        if text.nunique() < 2:
+            raise DataError(f"{name}: column {col!r} holds one class only ({text.iloc[0]!r}): a classifier needs "
+                            "rows of two classes or more")
+        unseen = [label_text(c) for c in comp.classes if label_text(c) not in set(text)]
+        if unseen:
+            what = f"class {unseen[0]!r}" if len(unseen) == 1 else f"classes {', '.join(map(repr, unseen))}"
+            print(f"warning: {name}: column {col!r} has no row of {what} (of the description's classes "
+                  f"{list(comp.classes)}): the model is trained and submits without ever seeing one (its "
+                  "probability stays near 0)", file=sys.stderr, flush=True)
+
     def labels(self, values, num_labels: int = 0, source: str = "", order=()):
         if order:
             as_text = {label_text(v): v for v in values.unique().tolist()}
@@ -390,6 +421,14 @@ class MultiLabel(Objective):
 
     kind: ClassVar[str] = "labels"
 
+    def check_labels(self, comp, df, name, items=None):
+        """Every target 0 or 1."""
+        for c in comp.target_cols:
+            bad = ~df[c].isin([0, 1]).to_numpy()
+            if bad.any():
+                raise DataError(f"{name}: column {c!r} of a multilabel task holds {df[c][bad].iloc[0]!r}, not 0 "
+                                f"or 1, at {_rows(df, bad, comp.id_col)}")
+
     def targets(self, df, target_cols, labels, extra_cols=()):
         return df[list(target_cols)].to_numpy(dtype=np.float32)
 
@@ -450,6 +489,15 @@ class MultipleChoice(Classification):
     OOF columns prob_<option> and pred (the top answer_k letters); the submission the top k."""
 
     kind: ClassVar[str] = "options"
+
+    def check_labels(self, comp, df, name, items=None):
+        """The answer names one of the row's option columns (or the description's no-answer)."""
+        col = comp.target_cols[0]
+        text = df[col].map(label_text)
+        bad = ~text.isin([*comp.options, *([comp.no_answer] if comp.no_answer else [])]).to_numpy()
+        if bad.any():
+            raise DataError(f"{name}: column {col!r} holds {text[bad].iloc[0]!r}, not one of the options "
+                            f"{', '.join(comp.options)}, at {_rows(df, bad, comp.id_col)}")
 
     def labels(self, values, num_labels: int = 0, source: str = "", order=()):
         return list(order)  # the option columns, in the description's order
@@ -523,6 +571,17 @@ class Retrieval(Objective):
     # Reciprocal-rank fusion: a listed candidate at rank r (0 first) scores 1 / (FUSION + r), the
     # others 0. A blend of retrievers weighs these, in the out-of-fold file and at test time alike.
     FUSION: ClassVar[int] = 60
+
+    def check_labels(self, comp, df, name, items=None):
+        """Every true item is in the catalogue (`items`; not checked without it)."""
+        if items is None:
+            return
+        col = comp.target_cols[0]
+        text = df[col].map(label_text)
+        bad = ~text.isin(items).to_numpy()
+        if bad.any():
+            raise DataError(f"{name}: column {col!r} holds {text[bad].iloc[0]!r}, an id the catalogue "
+                            f"{comp.catalogue[0]} lacks, at {_rows(df, bad, comp.id_col)}")
 
     def labels(self, values, num_labels: int = 0, source: str = "", order=()):
         return [str(v) for v in order]  # the catalogue's ids

@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import env
 from .competition import Competition
-from .data import DataError, _rows, check_frame, item_id, label_text, load_csv, make_folds
+from .data import DataError, _rows, check_frame, item_id, load_csv, make_folds
 from .objective import objective_of
 from .reshape import RESHAPES
 from .reshape import apply as apply_reshape
@@ -188,57 +188,11 @@ def _catalogue(key: tuple, id_col: str, text_col: str, answer_k: int) -> pd.Data
 
 
 def check_labels(comp: Competition, df: pd.DataFrame, name: str, folder=None) -> None:
-    """A training file's labels against the description: every label among `classes`; string labels
-    of a binary task only with `classes` (which one is positive); 0/1 in multilabel targets; at
-    least two classes. One line naming the file, the column and a row. A class of `classes` (the
-    sample submission's) that no training row holds is trained and submitted all the same: a
-    warning on stderr names it."""
-    col, kind = comp.target_cols[0], objective_of(comp).kind
-    if kind == "options":  # the answer names one of the row's option columns
-        text = df[col].map(label_text)
-        bad = ~text.isin([*comp.options, *([comp.no_answer] if comp.no_answer else [])]).to_numpy()
-        if bad.any():
-            raise DataError(f"{name}: column {col!r} holds {text[bad].iloc[0]!r}, not one of the options "
-                            f"{', '.join(comp.options)}, at {_rows(df, bad, comp.id_col)}")
-        return
-    if kind == "items":  # every true item is in the catalogue
-        if folder is None:
-            return
-        items = set(read_catalogue(comp, folder)["id"])
-        text = df[col].map(label_text)
-        bad = ~text.isin(items).to_numpy()
-        if bad.any():
-            raise DataError(f"{name}: column {col!r} holds {text[bad].iloc[0]!r}, an id the catalogue "
-                            f"{comp.catalogue[0]} lacks, at {_rows(df, bad, comp.id_col)}")
-        return
-    if kind == "labels":
-        for c in comp.target_cols:
-            bad = ~df[c].isin([0, 1]).to_numpy()
-            if bad.any():
-                raise DataError(f"{name}: column {c!r} of a multilabel task holds {df[c][bad].iloc[0]!r}, not 0 "
-                                f"or 1, at {_rows(df, bad, comp.id_col)}")
-        return
-    if kind != "classes":
-        return
-    text = df[col].map(label_text)
-    if comp.classes:
-        bad = ~text.isin([label_text(c) for c in comp.classes]).to_numpy()
-        if bad.any():
-            raise DataError(f"{name}: column {col!r} holds {text[bad].iloc[0]!r}, not one of the description's "
-                            f"classes {list(comp.classes)}, at {_rows(df, bad, comp.id_col)}")
-    elif comp.binary and not set(text) <= {"0", "1"}:
-        raise DataError(f"{name}: column {col!r} holds labels {sorted(set(text))[:2]}: a binary task with labels "
-                        "other than 0/1 needs \"classes\": [negative, positive] in its description (F1 and "
-                        "the submission's probability are for the positive one)")
-    if text.nunique() < 2:
-        raise DataError(f"{name}: column {col!r} holds one class only ({text.iloc[0]!r}): a classifier needs "
-                        "rows of two classes or more")
-    unseen = [label_text(c) for c in comp.classes if label_text(c) not in set(text)]
-    if unseen:
-        what = f"class {unseen[0]!r}" if len(unseen) == 1 else f"classes {', '.join(map(repr, unseen))}"
-        print(f"warning: {name}: column {col!r} has no row of {what} (of the description's classes "
-              f"{list(comp.classes)}): the model is trained and submits without ever seeing one (its "
-              "probability stays near 0)", file=sys.stderr, flush=True)
+    """A training file's labels against the description, as its objective says they must be
+    (utils.objective's check_labels: one line naming the file, the column and a row); a
+    retriever's true items against the catalogue in `folder`."""
+    items = set(read_catalogue(comp, folder)["id"]) if comp.catalogue and folder is not None else None
+    objective_of(comp).check_labels(comp, df, name, items)
 
 
 def competition_folds(comp: Competition, df: pd.DataFrame, n_folds: int = 5, seed: int = 42) -> np.ndarray:
