@@ -43,7 +43,7 @@ from .runs import (  # noqa: F401 (check_runs_agree, run_competition, run_spec: 
 )
 from .search import similarities
 from .shapes import TextRows, blank_texts, shape_of  # noqa: F401 (blank_texts: re-exported)
-from .tables import read_catalogue, read_split
+from .tables import read_split
 
 TEXT_ROWS = TextRows()
 
@@ -308,8 +308,8 @@ def submit(runs, test_csv, out="submission.csv", weights=None, blend_json=None, 
     rule = decision_rule(runs, blend)
     test = read_split(comp, test_csv, "test", blank=shape_of(comp).blank_note)
     sample = check_sample(Path(test_csv).parent / comp.sample_submission) if sample_submission else None
-    if comp.catalogue:  # a retriever ranks the catalogue beside the test file: its ids are the answers
-        catalogue = read_catalogue(comp, Path(test_csv).parent)
+    catalogue = shape_of(comp).items(comp, Path(test_csv).parent)
+    if catalogue is not None:  # a retriever ranks the catalogue beside the test file: its ids are the answers
         kw["items"] = catalogue["text"].tolist()
         spec = {**spec, "target_names": catalogue["id"].tolist()}
     preds = predict(runs, shape_of(comp).inputs(comp, test), weights, timings, **kw)

@@ -30,6 +30,7 @@ from .config import SHAPE_SETTINGS
 from .metrics import METRICS
 from .objective import objective_of
 from .search import similarities
+from .tables import read_catalogue
 
 
 def _blank(text) -> bool:
@@ -67,6 +68,12 @@ class TextRows:
 
     def eval_collator(self, tokenizer, target_dtype):
         return Collator(tokenizer.pad_token_id or 0, 8, target_dtype, tokenizer.padding_side)
+
+    def items(self, comp, folder):
+        """What a row's answer is chosen from beside the row itself: a retriever's catalogue, as a
+        frame (id, text) read from the competition's `folder`; None for rows answered from their
+        own outputs."""
+        return None
 
     def prepare(self, cfg, data, model, device) -> None:
         """What a fold needs from its untrained model before training (hard negatives)."""
@@ -234,6 +241,9 @@ class CatalogueRows(TextRows):
     hard_negatives: int = 1  # mined negatives per query in each training batch
     mined: int = 30  # each query's top items (its true ones left out) that negatives are drawn from
     blank_note: ClassVar[str] = "the catalogue is ranked for the empty text"
+
+    def items(self, comp, folder):
+        return read_catalogue(comp, folder)
 
     def collator(self, tokenizer, target_dtype, data=None, seed: int = 0):
         return QueryCollator(tokenizer.pad_token_id or 0, data.items_ds, data.negatives, self.hard_negatives, seed,

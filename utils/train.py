@@ -74,7 +74,7 @@ from .model import (
 from .objective import objective_of
 from .runfolder import RunError, assign_folds, prepare_out, provenance
 from .shapes import TextRows, shape_of
-from .tables import read_catalogue, read_split
+from .tables import read_split
 from .trackers import accelerator_for, check_trackers, start_trackers
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -107,9 +107,8 @@ def load_train(cfg: TrainConfig, comp: Competition) -> pd.DataFrame:
 def class_labels(cfg: TrainConfig, comp: Competition, df: pd.DataFrame) -> list | None:
     """Sorted class labels (a classifier; None otherwise), checked against --num-labels; the
     option columns of multiple choice; a retriever's catalogue ids, in the catalogue's order."""
-    order = comp.options or comp.classes
-    if comp.catalogue:
-        order = read_catalogue(comp, Path(cfg.train_csv).parent)["id"].tolist()
+    items = shape_of(comp, cfg).items(comp, Path(cfg.train_csv).parent)  # a retriever's catalogue
+    order = items["id"].tolist() if items is not None else comp.options or comp.classes
     try:
         return objective_of(comp).labels(df[comp.target_cols[0]], cfg.num_labels, Path(cfg.train_csv).name,
                                          order)
@@ -317,10 +316,8 @@ def fold_data(cfg: TrainConfig, comp, df: pd.DataFrame, folds: np.ndarray, fold:
             train_texts, train_y = train_texts + p_texts, np.concatenate([train_y, p_y])
     train_ds = shape.dataset(train_texts, tokenizer, cfg.max_len, train_y, weights, cfg.fit)
     valid_ds = shape.dataset([texts[i] for i in va], tokenizer, cfg.max_len, y[va], fit=cfg.fit)
-    items_ds = None
-    if comp.catalogue:  # the items, as long as a query may be
-        items = read_catalogue(comp, Path(cfg.train_csv).parent)
-        items_ds = TextDataset(items["text"].tolist(), tokenizer, cfg.max_len)
+    items = shape.items(comp, Path(cfg.train_csv).parent)  # a retriever's catalogue, as long as a query may be
+    items_ds = None if items is None else TextDataset(items["text"].tolist(), tokenizer, cfg.max_len)
     return FoldData(tokenizer, labels, y, tr, va, train_ds, valid_ds, pseudo_ds, len(p_texts),
                     train_ds.n_truncated + valid_ds.n_truncated, items_ds)
 
