@@ -351,3 +351,15 @@ def test_an_edited_metric_file_is_another_run(tmp_path, tiny_bert, capsys):
     assert train_main(argv) == 2
     assert_one_line_error(capsys.readouterr().err, "different arguments", "metric_file")
     METRICS.pop("mae_first", None)
+
+
+def test_a_shape_settings_default_is_the_runs_stated_once():
+    import dataclasses
+
+    from utils.config import SHAPE_SETTINGS, TrainConfig
+    from utils.shapes import SHAPES
+
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    for kind, keys in SHAPE_SETTINGS.items():
+        shape = SHAPES[kind]()
+        assert {k: getattr(shape, k) for k in keys} == {k: defaults[k] for k in keys}, kind

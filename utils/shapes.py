@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from .batching import Batches, Collator, TextDataset, deal_evenly, sorted_batches
-from .config import SHAPE_SETTINGS
+from .config import SHAPE_SETTINGS, TrainConfig
 from .metrics import METRICS
 from .objective import objective_of
 from .search import similarities
@@ -175,8 +175,9 @@ class OptionRows(TextRows):
     prediction score every option. With `options_in_text`, each pair's text lists every option
     (`listed`), rotated by `listing_shift` at prediction."""
 
-    train_options: int = 0  # 0: every option
-    options_in_text: bool = False
+    # the settings' defaults are the run's (TrainConfig's), stated once there
+    train_options: int = TrainConfig.train_options  # 0: every option
+    options_in_text: bool = TrainConfig.options_in_text
     listing_shift: int = 0  # prediction only: where the listing starts (test-time reordering)
     blank_note: ClassVar[str] = "its options are scored and ranked under an empty prompt"
 
@@ -237,8 +238,8 @@ class QueryCollator(Collator):
 class CatalogueRows(TextRows):
     """Queries embedded against a catalogue's items (one backbone and pooling for both)."""
 
-    temperature: float = 0.05  # the similarities' scale: cos / temperature (MNRL's 20 is 0.05)
-    hard_negatives: int = 1  # mined negatives per query in each training batch
+    temperature: float = TrainConfig.temperature  # the similarities' scale: cos / temperature (MNRL's 20: 0.05)
+    hard_negatives: int = TrainConfig.hard_negatives  # mined negatives per query in each training batch
     mined: int = 30  # each query's top items (its true ones left out) that negatives are drawn from
     blank_note: ClassVar[str] = "the catalogue is ranked for the empty text"
 
