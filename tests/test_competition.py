@@ -324,3 +324,29 @@ def test_the_benchmark_average_scores_the_mean_of_its_runs_on_the_same_rows(tmp_
         "attention+mean fit head_tail 4 epochs lr 0.0001", "attention+mean fit head_tail 4 epochs lr 0.0001 seed 43"]
     assert bench.member_name({**two_seeds[0], "layers": 4}) == (
         "attention+mean fit head_tail a mix of the last 4 layers 4 epochs lr 0.0001")
+
+
+@pytest.mark.parametrize("shape", ["words", "offsets", "labels"])
+def test_init_refuses_a_span_competition_in_one_line_instead_of_guessing_a_class(shape, tmp_path):
+    """Tweet's selected_text (a part of its text) and NBME's location (character offsets) are not
+    classes: as a multiclass target they would train on 18,000 'labels'. A short label column
+    that is no part of the text is a class as before."""
+    texts = ["I love this sunny day", "my phone broke again today", "just a normal tuesday here",
+             "what a great game tonight", "worst traffic ever seen"] * 4
+    if shape == "words":
+        answer = [" ".join(t.split()[1:3]) for t in texts]
+    elif shape == "offsets":
+        answer = [f"['{i} {i + 4}']" if i % 3 else "[]" for i in range(len(texts))]
+    else:
+        answer = ["positive", "negative", "neutral", "positive", "negative"] * 4
+    col = "location" if shape == "offsets" else "selected_text"
+    pd.DataFrame({"id": range(20), "text": texts, col: answer}).to_csv(tmp_path / "train.csv", index=False)
+    pd.DataFrame({"id": [100, 101], "text": texts[:2]}).to_csv(tmp_path / "test.csv", index=False)
+    pd.DataFrame({"id": [100, 101], col: ""}).to_csv(tmp_path / "sample_submission.csv", index=False)
+    if shape == "labels":
+        assert infer(tmp_path)[0].task == "multiclass"
+        return
+    with pytest.raises(DataError) as e:
+        infer(tmp_path)
+    words = "character offsets" if shape == "offsets" else "is a part of column 'text' in 100% of rows"
+    assert words in str(e.value) and "a span competition" in str(e.value) and "\n" not in str(e.value)

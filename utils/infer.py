@@ -9,6 +9,7 @@ Light: pandas only, no torch.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,31 @@ def _targets(tr: pd.DataFrame, train: str, sample: str, sub: pd.DataFrame) -> tu
                                      f"(the submission holds one probability per class)"]
     raise DataError(f"{train} lacks {[c for c in cols if c not in tr.columns]} that {sample} names, and no "
                     f"column of it holds those labels: describe this competition by hand")
+
+
+OFFSETS = re.compile(r"^\d+ \d+(;\d+ \d+)*$")  # a span as character offsets: "s e" or "s e;s e"
+
+
+def _spans(tr: pd.DataFrame, train: str, targets: tuple) -> None:
+    """A target that is part of a text, refused in one line: character offsets (NBME's location,
+    "s e;s e" or a list of them) or a substring of another column in most rows (Tweet's
+    selected_text). As a class or a value it would train on the wrong thing."""
+    for t in (t for t in targets if not pd.api.types.is_numeric_dtype(tr[t])):
+        cells = tr[t].dropna().astype(str).str.strip()
+        cells = cells[~cells.isin(["", "[]"])]
+        pieces = cells.str.strip("[]").str.split(",").explode().str.strip().str.strip("'\"")
+        pieces = pieces[pieces != ""]
+        if len(pieces) and pieces.str.fullmatch(OFFSETS).mean() > 0.9:
+            raise DataError(f"{train}: column {t!r} holds character offsets ({cells.iloc[0]!r}): a span competition "
+                            "(its answer is parts of a text), which the kit's descriptions do not express yet")
+        for c in (c for c in tr.columns if c != t and not pd.api.types.is_numeric_dtype(tr[c])):
+            both = tr[[c, t]].dropna().astype(str)
+            both = both[both[t].str.len() > 0]
+            inside = np.mean([a in b for a, b in zip(both[t], both[c])]) if len(both) else 0.0
+            if inside > 0.9 and (both[t] != both[c]).mean() > 0.2:
+                raise DataError(f"{train}: column {t!r} is a part of column {c!r} in {inside:.0%} of rows: a span "
+                                "competition (its answer is parts of a text), which the kit's descriptions do not "
+                                "express yet")
 
 
 def _task(y: pd.DataFrame, targets: tuple, classes: tuple) -> tuple[str, tuple, list]:
@@ -235,6 +261,7 @@ def infer(data_dir) -> tuple[Competition, list]:
     why += w
     targets, classes, w = _targets(tr, train, sample, sub)
     why += w
+    _spans(tr, train, targets)
     y = tr[list(targets)]
     task, classes, w = _task(y, targets, classes)
     why += w
