@@ -214,3 +214,18 @@ def test_the_real_all_mpnet_base_v2_is_fetched_and_trains_offline_by_its_hub_nam
                           str(out), "--out", str(sub)], capture_output=True, text=True, timeout=600, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     assert pd.read_csv(sub)["target"].std() > 0
+
+
+@pytest.mark.parametrize("where", ["datasets/someone/all-mpnet-base-v2",
+                                   "models/someone/all-mpnet-base-v2/transformers/default/1"])
+def test_a_known_backbone_attached_to_a_kaggle_notebook_resolves_offline(tmp_path, monkeypatch, where):
+    monkeypatch.setenv("KIT_MODELS", str(tmp_path / "empty"))
+    monkeypatch.setenv("KAGGLE_INPUT_ROOT", str(tmp_path / "input"))
+    (tmp_path / "input" / "datasets" / "someone" / "other-model").mkdir(parents=True)
+    (tmp_path / "input" / "datasets" / "someone" / "other-model" / "config.json").write_text("{}")
+    assert models.local("all-mpnet-base-v2") is None  # nothing of its name attached
+    folder = tmp_path / "input" / where
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"")
+    assert models.resolve("sentence-transformers/all-mpnet-base-v2") == str(folder)

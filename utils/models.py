@@ -8,8 +8,9 @@ everywhere a model is named (CLIs, notebooks, benchmarks, tests).
   piece and the assembled weights against the sha256 below, and unpacks the folder into the
   model cache ($KIT_MODELS, else ~/.cache/kaggle-text-kit/models). Again, it does nothing.
 
-A name the kit does not know, or knows but does not have here, is left as it is: transformers
-then looks in its own cache and on the hub (Kaggle with the internet on, Colab).
+On Kaggle with the internet off, a known name also finds its folder attached to the notebook (a
+Kaggle Model or a dataset whose path names it). A name the kit does not know, or knows but does
+not have here, is left as it is: transformers then looks in its own cache and on the hub.
 """
 
 from __future__ import annotations
@@ -99,12 +100,29 @@ def _cached_dir(m: Offline) -> Path | None:
     return folder if (folder / DONE).is_file() else None
 
 
+def _kaggle_dir(m: Offline) -> Path | None:
+    """The backbone attached to a Kaggle notebook (a Kaggle Model or a dataset whose path names it,
+    holding its config.json), for a kernel with the internet off."""
+    from .env import kaggle_input
+
+    root = kaggle_input()
+    if not root.is_dir():
+        return None
+    for depth in range(0, 7):
+        for config in sorted(root.glob("/".join(["*"] * depth + ["config.json"]))):
+            folder = config.parent
+            if m.short.lower() in str(folder.relative_to(root)).lower() and (folder / "model.safetensors").is_file():
+                return folder
+    return None
+
+
 def local(name: str) -> Path | None:
-    """The folder of a backbone the kit knows and has on this machine; None otherwise."""
+    """The folder of a backbone the kit knows and has on this machine (its package, the model
+    cache, or attached to a Kaggle notebook); None otherwise."""
     m = known(name)
     if m is None or Path(str(name)).expanduser().exists():
         return None
-    return _package_dir(m) or _cached_dir(m)
+    return _package_dir(m) or _cached_dir(m) or _kaggle_dir(m)
 
 
 def resolve(name_or_dir) -> str:
