@@ -1,8 +1,8 @@
 """One prepared GPU check: training precision, checkpointing, inference padding and LoRA / QLoRA on CUDA.
 
-    python bench/gpu.py --prepare gpu_carry      # here, on CPU: fp16 all-MiniLM-L6-v2 + train.csv
+    python bench/gpu.py --prepare gpu_carry      # here, on CPU: fp16 all-MiniLM-L6-v2 + train.csv (+ mpnet's shape)
     python bench/gpu.py --model gpu_carry/minilm-fp16 --data gpu_carry/train.csv \
-        --out bench/results/gpu.json             # on the GPU machine (no internet): < 8 min
+        --shape-of gpu_carry/mpnet-shape --out bench/results/gpu.json   # on the GPU machine (no internet)
     python bench/gpu.py --smoke --out /tmp/gpu_smoke.json   # same code, CPU, tiny random models
 
 --prepare writes DIR/minilm-fp16/ (config, tokenizer, weights in float16: ~45 MB) and
@@ -43,6 +43,12 @@ RMSE after --steps, and utils.backbone.estimate_memory for the same settings (th
 utils.train prints before training) beside the measured peak, with their ratio; the trained
 parameters counted in the model against the estimate's count.
 
+Backbone-shape arms (--shape-of DIR: a folder with a backbone's config.json and tokenizer, e.g.
+all-mpnet-base-v2's, which --prepare copies to DIR/mpnet-shape without its 438 MB of weights): a
+model of that config with random weights, built where this runs, through the training arms above
+once each (fp32 | fp16 AMP | bf16 AMP | checkpointing off | on): the speed and memory of a 110M
+backbone, whose steps are not bound by the host as MiniLM's 22M are. Their scores mean nothing.
+
 Arms start only while the elapsed time is under --budget seconds (the rest are reported as
 skipped); an arm that fails is recorded with its error and the others still run (exit code 1).
 Prints markdown tables and the elapsed time; writes JSON (--out) with the GPU name, compute
@@ -75,6 +81,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 MODEL_DIR = "minilm-fp16"
+SHAPE_DIR = "mpnet-shape"  # all-mpnet-base-v2's config and tokenizer, no weights (--shape-of)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 PRECISIONS = ("fp32", "fp16", "bf16")
 MAX_LENS = (256, 512)
@@ -159,6 +166,15 @@ def prepare(dest: Path, source: str, data: str) -> None:
         AutoTokenizer.from_pretrained(source).save_pretrained(out)
     csv = Path(data) if data else competition_dir() / "train.csv"
     shutil.copyfile(csv, dest / "train.csv")
+    from utils.models import local
+
+    mpnet = local("sentence-transformers/all-mpnet-base-v2")
+    if mpnet is not None:  # its shape only: config and tokenizer (under 1 MB), no weights
+        (dest / SHAPE_DIR).mkdir(exist_ok=True)
+        for f in ("config.json", *TOKENIZER_FILES):
+            if (mpnet / f).is_file():
+                shutil.copyfile(mpnet / f, dest / SHAPE_DIR / f)
+        print(f"wrote {dest / SHAPE_DIR}: all-mpnet-base-v2's config and tokenizer (--shape-of)")
 
     check = AutoModel.from_pretrained(out)  # loads offline, from the folder alone
     AutoTokenizer.from_pretrained(out)
@@ -167,7 +183,8 @@ def prepare(dest: Path, source: str, data: str) -> None:
     print(f"wrote {out}: {size / 1e6:.1f} MB, {sum(p.numel() for p in check.parameters()):,} "
           f"parameters stored as {', '.join(dtypes)}")
     print(f"wrote {dest / 'train.csv'} ({(dest / 'train.csv').stat().st_size / 1e6:.1f} MB)")
-    print(f"GPU run: python bench/gpu.py --model {dest}/{MODEL_DIR} --data {dest}/train.csv "
+    shape = f" --shape-of {dest}/{SHAPE_DIR}" if (dest / SHAPE_DIR).is_dir() else ""
+    print(f"GPU run: python bench/gpu.py --model {dest}/{MODEL_DIR} --data {dest}/train.csv{shape} "
           "--out bench/results/gpu.json")
 
 
@@ -276,6 +293,48 @@ def stamping(stamps: list):
     finally:
         transformers.optimization.get_cosine_schedule_with_warmup = original
         transformers.get_cosine_schedule_with_warmup = original
+
+
+def random_copy(shape_dir: str, folder: Path) -> dict:
+    """A model of shape_dir's config with random weights, saved with shape_dir's tokenizer: the
+    speed and memory of a backbone whose weights are not carried. Returns its shape."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(shape_dir)
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config)
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(shape_dir).save_pretrained(folder)
+    return {"model_type": config.model_type, "hidden_size": config.hidden_size,
+            "layers": config.num_hidden_layers, "params": sum(p.numel() for p in model.parameters())}
+
+
+def shape_arms(a, plan: list, tmp: Path, skip, elapsed) -> tuple[list, dict | None]:
+    """The training arms once each on a random model of --shape-of's config (none without it)."""
+    if not a.shape_of:
+        return [], None
+    try:
+        shape = random_copy(a.shape_of, tmp / "shape")
+    except Exception as e:  # noqa: BLE001 - the other arms' figures stand
+        return [{"arm": "backbone shape", "status": "error", "error": error_text(e)}], None
+    print(f"[{elapsed():6.1f} s] backbone-shape arms: a random {shape['model_type']} of {shape['params']:,} "
+          f"parameters (hidden {shape['hidden_size']}, {shape['layers']} layers)", flush=True)
+    rows = []
+    for i, (precision, name, ckpt) in enumerate(plan):
+        if skip():
+            rows.append({"arm": name, "status": "skipped", "reason": skip()})
+            continue
+        try:
+            result, model, _ = train_arm(a, str(tmp / "shape"), tmp / f"shape{i}", precision, ckpt)
+        except Exception as e:  # noqa: BLE001 - one failed arm must not lose the others
+            result, model = {"status": "error", "error": error_text(e)}, None
+        del model
+        rows.append({"arm": name, **result})
+        print(f"[{elapsed():6.1f} s] {shape['model_type']} shape, {name}: " + (
+            f"{result['samples_per_s']:.1f} samples/s, peak {fmt(result['peak_mem_mib'], '.0f')} MiB"
+            if result["status"] == "ok" else f"{result['status']}: {result.get('reason') or result.get('error')}"),
+            flush=True)
+    return rows, shape
 
 
 def train_arm(a, model_dir: str, out_dir: Path, precision: str, checkpointing: bool, **overrides) -> tuple:
@@ -541,6 +600,7 @@ def run(a) -> int:
                 f"valid RMSE {result['valid_rmse']:.4f}" if result["status"] == "ok"
                 else f"{result['status']}: {result.get('reason') or result.get('error')}"), flush=True)
     train = list(train.values())
+    shaped, shaped_model = shape_arms(a, plan, tmp, skip, elapsed)
 
     import pandas as pd
 
@@ -598,6 +658,12 @@ def run(a) -> int:
 
     memory_note = "" if cuda else "Peak GPU memory: not available on CPU (n/a)."
     text = tables(train, infer, lora, memory_note)
+    if shaped:
+        kind = shaped_model["model_type"] if shaped_model else "?"
+        rows = [f"| {x['arm']} | {fmt(x.get('samples_per_s'), '.1f')} | {fmt(x.get('peak_mem_mib'), '.0f')} |"
+                if x["status"] == "ok" else f"| {x['arm']} | {x['status']} | |" for x in shaped]
+        text += "\n\n" + "\n".join([f"Backbone shape ({kind}, random weights):", "", "| arm | samples/s | peak MiB |",
+                                     "| --- | --- | --- |", *rows])
     total = elapsed()
     print(f"\n{text}\n\nTotal {total:.1f} s on {env['device']} (budget {a.budget:.0f} s).")
     settings = {k: getattr(a, k) for k in ("steps", "warmup_steps", "batch_size", "train_rows",
@@ -609,10 +675,13 @@ def run(a) -> int:
     flags = "".join(f" --{k.replace('_', '-')} {getattr(a, k)}" for k in defaults if getattr(a, k) != defaults[k])
     flags += f" --budget {a.budget:g}" if a.budget != BUDGET else ""
     command = "python bench/gpu.py " + ("--smoke" if a.smoke else f"--model {shown_model} --data {shown_data}") + flags
+    command += f" --shape-of {shown(a.shape_of)}" if a.shape_of else ""
     result = {
         "command": command, "environment": env, "settings": settings,
         "model": shown_model, "weights_stored_as": stored, "data": shown_data,
         "training": train, "inference": infer, "lora": lora, "decoder": decoder,
+        "backbone_shape": {"of": shown(a.shape_of) if a.shape_of else None, "shape": shaped_model,
+                           "training": shaped},
         "memory": memory_note or "torch.cuda.max_memory_allocated, MiB",
         "total_seconds": round(total, 1), "table": text,
     }
@@ -621,8 +690,8 @@ def run(a) -> int:
         Path(a.out).write_text(json.dumps(result, indent=2, default=float))
         print(f"wrote {a.out}")
     shutil.rmtree(tmp, ignore_errors=True)
-    failed = [x["arm"] for x in train + infer + lora if x["status"] == "error"]
-    ok = all(math.isfinite(x.get("valid_rmse", 0.0)) for x in train + lora if x["status"] == "ok")
+    failed = [x["arm"] for x in train + infer + lora + shaped if x["status"] == "error"]
+    ok = all(math.isfinite(x.get("valid_rmse", 0.0)) for x in train + lora + shaped if x["status"] == "ok")
     return 1 if failed or not ok else 0
 
 
@@ -635,6 +704,8 @@ def main(argv=None) -> int:
     p.add_argument("--data", default="", help="train.csv (default: $COMMONLIT_DATA, then data/)")
     p.add_argument("--out", default="", help="result JSON (default bench/results/gpu.json; none with --smoke)")
     p.add_argument("--smoke", action="store_true", help="CPU, tiny random model, synthetic rows")
+    p.add_argument("--shape-of", default="", help="a backbone's config.json + tokenizer (e.g. gpu_carry/mpnet-shape): "
+                   "the training arms on a random model of its shape")
     p.add_argument("--budget", type=float, default=BUDGET, help="no arm starts after this many seconds")
     p.add_argument("--decoder", choices=tuple(DECODERS), default=None,
                    help="the LoRA arms' random decoder's shape (default qwen2-0.5b; tiny with --smoke)")

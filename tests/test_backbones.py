@@ -229,3 +229,13 @@ def test_a_known_backbone_attached_to_a_kaggle_notebook_resolves_offline(tmp_pat
     (folder / "config.json").write_text("{}")
     (folder / "model.safetensors").write_bytes(b"")
     assert models.resolve("sentence-transformers/all-mpnet-base-v2") == str(folder)
+
+
+@pytest.mark.versions
+def test_gradient_checkpointing_mpnet_lacks_is_refused_in_one_line_before_any_work(tiny_csv, tiny_mpnet, tmp_path):
+    from utils.train import run_cv
+
+    with pytest.raises(ValueError) as e:
+        run_cv(cfg_for(tiny_csv, tmp_path / "run", tiny_mpnet, gradient_checkpointing=True))
+    assert "--gradient-checkpointing: MPNetModel (mpnet) cannot recompute its layers" in str(e.value)
+    assert "\n" not in str(e.value) and not list((tmp_path / "run").glob("fold*"))

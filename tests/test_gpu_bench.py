@@ -30,10 +30,11 @@ def finite(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
-def test_smoke_run_reports_every_arm(tmp_path):
+def test_smoke_run_reports_every_arm(tmp_path, tiny_mpnet):
     out = tmp_path / "gpu.json"
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # the CPU path, also on a machine with a GPU
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--out", str(out)],
+    # --shape-of: the training arms again on a random model of a tiny MPNet's config
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--out", str(out), "--shape-of", tiny_mpnet],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -105,6 +106,19 @@ def test_smoke_run_reports_every_arm(tmp_path):
     for row in TRAIN_ARMS + INFER_ARMS + LORA_ARMS:
         assert f"| {row}" in proc.stdout, row
     assert "Total " in proc.stdout
+
+    shaped = result["backbone_shape"]
+    assert shaped["shape"]["model_type"] == "mpnet" and shaped["shape"]["params"] > 0
+    assert [x["arm"].split(" (")[0] for x in shaped["training"]] == list(TRAIN_ARMS)
+    for x in shaped["training"]:
+        if x["arm"] == "fp16 AMP":
+            assert x["status"] == "skipped" and "CUDA" in x["reason"], x  # needs a GPU
+            continue
+        if x["arm"].startswith("checkpointing on"):  # MPNet's model cannot recompute its layers: the kit says so
+            assert x["status"] == "skipped" and "cannot recompute its layers" in x["reason"], x
+            continue
+        assert x["status"] == "ok" and finite(x["samples_per_s"]) and finite(x["valid_rmse"]), x
+    assert "Backbone shape (mpnet, random weights)" in proc.stdout
 
 
 def test_the_lora_arms_decoder_has_qwen2_05bs_size():

@@ -198,6 +198,22 @@ def precision_for(asked: str = "auto", fam: Family = None, device_type: str | No
 # ----------------------------------------------------------------------------- LoRA and 4-bit
 
 
+def check_checkpointing(config) -> None:
+    """--gradient-checkpointing on a backbone whose transformers model cannot recompute its layers
+    (MPNet's, in transformers 4.x and 5.x), refused in one line before any work: transformers
+    would raise only once the model is built."""
+    from transformers import AutoModel
+
+    try:
+        cls = AutoModel._model_mapping[type(config)]
+    except (KeyError, AttributeError):  # a model of remote code: transformers says so itself
+        return
+    if not getattr(cls, "supports_gradient_checkpointing", True):
+        raise ValueError(f"--gradient-checkpointing: {cls.__name__} ({config.model_type}) cannot recompute its "
+                         "layers in this transformers; leave it out (a smaller --batch-size with --grad-accum "
+                         "saves memory instead)")
+
+
 def check_4bit() -> None:
     """4-bit loading (QLoRA) needs a CUDA GPU and bitsandbytes: refused in one line otherwise."""
     if not torch.cuda.is_available():

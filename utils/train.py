@@ -195,12 +195,16 @@ def backbone_config(cfg: TrainConfig):
 
 def check_backbone(cfg: TrainConfig) -> bb.Precision:
     """What this backbone cannot do with these options, refused in one line before any work: a
-    pooling it cannot use, 4-bit loading without a CUDA GPU and bitsandbytes, fp16 without CUDA.
+    pooling it cannot use, gradient checkpointing its model lacks (MPNet), 4-bit loading without a
+    CUDA GPU and bitsandbytes, fp16 without CUDA.
     Returns the precision it trains in here (utils.backbone.precision_for: its `note` says why
     its family trains in another precision than an encoder would, or warns of an fp16 it breaks
     in)."""
-    fam = bb.family_of(backbone_config(cfg))
+    config = backbone_config(cfg)
+    fam = bb.family_of(config)
     bb.check_pooling(cfg.pooling, fam)
+    if cfg.gradient_checkpointing:
+        bb.check_checkpointing(config)
     if cfg.load_in_4bit:
         bb.check_4bit()
     return bb.precision_for(cfg.precision, fam)
