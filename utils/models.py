@@ -27,7 +27,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import atomic_dir, file_sha256
+from .env import kaggle_input
+from .files import BACKBONE_CONFIG, atomic_dir, file_sha256
 
 DONE = ".kit_verified"  # written last, in the folder, once its weights' sha256 matched
 
@@ -102,14 +103,12 @@ def _cached_dir(m: Offline) -> Path | None:
 
 def _kaggle_dir(m: Offline) -> Path | None:
     """The backbone attached to a Kaggle notebook (a Kaggle Model or a dataset whose path names it,
-    holding its config.json), for a kernel with the internet off."""
-    from .env import kaggle_input
-
+    holding its config and weights), for a kernel with the internet off."""
     root = kaggle_input()
     if not root.is_dir():
         return None
     for depth in range(0, 7):
-        for config in sorted(root.glob("/".join(["*"] * depth + ["config.json"]))):
+        for config in sorted(root.glob("/".join(["*"] * depth + [BACKBONE_CONFIG]))):
             folder = config.parent
             if m.short.lower() in str(folder.relative_to(root)).lower() and (folder / "model.safetensors").is_file():
                 return folder
