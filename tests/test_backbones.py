@@ -216,19 +216,26 @@ def test_the_real_all_mpnet_base_v2_is_fetched_and_trains_offline_by_its_hub_nam
     assert pd.read_csv(sub)["target"].std() > 0
 
 
-@pytest.mark.parametrize("where", ["datasets/someone/all-mpnet-base-v2",
-                                   "models/someone/all-mpnet-base-v2/transformers/default/1"])
+@pytest.mark.parametrize("where", ["datasets/someone/fake-model", "models/someone/fake-model/transformers/default/1"])
 def test_a_known_backbone_attached_to_a_kaggle_notebook_resolves_offline(tmp_path, monkeypatch, where):
+    weights = b"the weights it stands for"
+    entry = models.Offline("someone/fake-model", parts=(("x==1", "0" * 64),), member="fake-model",
+                           weights=hashlib.sha256(weights).hexdigest())
+    monkeypatch.setitem(models.KNOWN, entry.name, entry)
     monkeypatch.setenv("KIT_MODELS", str(tmp_path / "empty"))
     monkeypatch.setenv("KAGGLE_INPUT_ROOT", str(tmp_path / "input"))
-    (tmp_path / "input" / "datasets" / "someone" / "other-model").mkdir(parents=True)
-    (tmp_path / "input" / "datasets" / "someone" / "other-model" / "config.json").write_text("{}")
-    assert models.local("all-mpnet-base-v2") is None  # nothing of its name attached
-    folder = tmp_path / "input" / where
-    folder.mkdir(parents=True)
-    (folder / "config.json").write_text("{}")
-    (folder / "model.safetensors").write_bytes(b"")
-    assert models.resolve("sentence-transformers/all-mpnet-base-v2") == str(folder)
+
+    def attach(path, content):
+        (tmp_path / "input" / path).mkdir(parents=True)
+        (tmp_path / "input" / path / "config.json").write_text("{}")
+        (tmp_path / "input" / path / "model.safetensors").write_bytes(content)
+
+    attach("datasets/someone/other-model", weights)  # not its name
+    attach("datasets/someone/fake-model-itpt", b"pretrained again")  # its name's prefix, other weights
+    attach("datasets/someone/b/fake-model", b"other weights of its name")
+    assert models.local("fake-model") is None  # nothing of its name and weights attached
+    attach(where, weights)
+    assert models.resolve("someone/fake-model") == str(tmp_path / "input" / where)
 
 
 @pytest.mark.versions

@@ -331,20 +331,22 @@ def test_init_refuses_a_span_competition_in_one_line_instead_of_guessing_a_class
     """Tweet's selected_text (a part of its text) and NBME's location (character offsets) are not
     classes: as a multiclass target they would train on 18,000 'labels'. A short label column
     that is no part of the text is a class as before."""
-    texts = ["I love this sunny day", "my phone broke again today", "just a normal tuesday here",
-             "what a great game tonight", "worst traffic ever seen"] * 4
+    words = ("love sunny day phone broke again normal tuesday great game tonight worst traffic ever seen "
+             "es el un la de en").split()
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(words, 8)) for _ in range(60)]
     if shape == "words":
-        answer = [" ".join(t.split()[1:3]) for t in texts]
+        answer = [" ".join(t.split()[2:5]) for t in texts]
     elif shape == "offsets":
         answer = [f"['{i} {i + 4}']" if i % 3 else "[]" for i in range(len(texts))]
-    else:
-        answer = ["positive", "negative", "neutral", "positive", "negative"] * 4
+    else:  # a short code that is also a word of most texts (a language id): a class, not a span
+        answer = ["es" if "es" in t.split() else "en" for t in texts]
     col = "location" if shape == "offsets" else "selected_text"
-    pd.DataFrame({"id": range(20), "text": texts, col: answer}).to_csv(tmp_path / "train.csv", index=False)
+    pd.DataFrame({"id": range(60), "text": texts, col: answer}).to_csv(tmp_path / "train.csv", index=False)
     pd.DataFrame({"id": [100, 101], "text": texts[:2]}).to_csv(tmp_path / "test.csv", index=False)
     pd.DataFrame({"id": [100, 101], col: ""}).to_csv(tmp_path / "sample_submission.csv", index=False)
     if shape == "labels":
-        assert infer(tmp_path)[0].task == "multiclass"
+        assert infer(tmp_path)[0].task == "binary"
         return
     with pytest.raises(DataError) as e:
         infer(tmp_path)

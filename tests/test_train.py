@@ -657,7 +657,35 @@ def test_a_saved_fold_refuses_other_arguments_and_restarts_at_another_micro_batc
     capsys.readouterr()
     state = resume.folder(out, 0) / "progress.json"
     state.write_text(json.dumps({**json.loads(state.read_text()), "micro_batch": 5}))
-    run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,), batch_size=8))
+    with pytest.raises(Stop):
+        run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,), batch_size=8),
+               on_validation=lambda f, s, v: s == 4 and stop(f, s, v))
     log = capsys.readouterr().out
     assert "fold 0: its saved state was trained at micro-batch 5, not 8: the fold starts over" in log
+    # Another number of processes deals other batches: the fold starts over too.
+    state.write_text(json.dumps({**json.loads(state.read_text()), "processes": 2}))
+    run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,), batch_size=8))
+    log = capsys.readouterr().out
+    assert "fold 0: its saved state was trained by 2 process(es), not 1: the fold starts over" in log
     assert (out / "fold0").is_dir() and resume.pending(out) == []
+    # --save-every -1: nothing is saved to go on from.
+    with pytest.raises(Stop):
+        run_cv(cfg_for(tiny_csv, tmp_path / "never", tiny_bert, only_folds=(0,), save_every=-1),
+               on_validation=lambda f, s, v: s == 4 and stop(f, s, v))
+    assert not (tmp_path / "never" / "resume").exists()
+
+
+def test_a_fold_that_fails_leaves_no_state_for_the_corrected_command_to_refuse(tiny_csv, tiny_bert, tmp_path,
+                                                                                monkeypatch):
+    import utils.train as train
+    from utils import resume
+
+    real = train.scores
+    # Every validation scores NaN (a broken metric): states are saved, then the fold fails.
+    monkeypatch.setattr(train, "scores", lambda *a: {**real(*a), "score": float("nan"), "rmse": float("nan")})
+    out = tmp_path / "r"
+    with pytest.raises(train.TrainingError, match="scored each validation NaN"):
+        run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,)))
+    assert resume.pending(out) == [] and not (out / "resume").exists()
+    monkeypatch.setattr(train, "scores", real)
+    assert run_cv(cfg_for(tiny_csv, out, tiny_bert, only_folds=(0,), lr=2e-3))["folds_done"] == [0]

@@ -282,8 +282,9 @@ def local_dir(name_or_dir: str) -> Path | None:
         return path
     from .models import local  # noqa: PLC0415 (light: files only)
 
-    if local(str(name_or_dir)) is not None:
-        return local(str(name_or_dir))
+    offline = local(str(name_or_dir))
+    if offline is not None:
+        return offline
     try:
         from huggingface_hub import snapshot_download
 

@@ -163,6 +163,7 @@ class Collator:
     tokenizer's padding side ("right", or "left" as some decoders' tokenizers ask)."""
 
     seed, calls = 0, 0  # a collator that draws at random: batch c's draws come from (seed, c)
+    draws = False  # whether it draws at random (utils.resume: such draws in workers cannot resume)
 
     def __init__(self, pad_token_id: int, multiple: int = 8, target_dtype=torch.float32,
                  padding_side: str = "right"):

@@ -106,8 +106,8 @@ class TrainConfig:
     progress: bool = True  # tqdm bars
     num_workers: int = 0  # DataLoader worker processes
     log_with: str = ""  # accelerate trackers, e.g. tensorboard or wandb (comma-separated); logs in OUT/logs
-    save_every: int = 0  # >0: also save the unfinished fold every N optimizer steps (always at each
-    #   validation); the same command resumes it there
+    save_every: int = 0  # >0: also save the unfinished fold every N optimizer steps (0: at each
+    #   validation only; -1: never); the same command resumes it there
 
     def __post_init__(self):
         for name in ("train_csv", "out", "model"):
@@ -153,8 +153,8 @@ class TrainConfig:
             raise ValueError("--reinit-layers with --lora-r: re-initialised layers would stay frozen")
         if self.pseudo_weight < 0:
             raise ValueError(f"pseudo_weight must be >= 0, got {self.pseudo_weight}")
-        if self.save_every < 0:
-            raise ValueError(f"save_every must be >= 0 (0: at each validation only), got {self.save_every}")
+        if self.save_every < -1:
+            raise ValueError(f"save_every must be >= -1 (0: at each validation only; -1: never), got {self.save_every}")
         if not 0 <= self.ema < 1:
             raise ValueError(f"ema must be in [0, 1) (0 = off; a decay such as 0.999), got {self.ema}")
 

@@ -84,6 +84,8 @@ def _spans(tr: pd.DataFrame, train: str, targets: tuple) -> None:
     for t in (t for t in targets if not pd.api.types.is_numeric_dtype(tr[t])):
         cells = tr[t].dropna().astype(str).str.strip()
         cells = cells[~cells.isin(["", "[]"])]
+        if cells.nunique() < max(20, len(cells) // 5):  # a span answer is nearly every row's own; classes are few
+            continue
         pieces = cells.str.strip("[]").str.split(",").explode().str.strip().str.strip("'\"")
         pieces = pieces[pieces != ""]
         if len(pieces) and pieces.str.fullmatch(OFFSETS).mean() > 0.9:

@@ -102,15 +102,18 @@ def _cached_dir(m: Offline) -> Path | None:
 
 
 def _kaggle_dir(m: Offline) -> Path | None:
-    """The backbone attached to a Kaggle notebook (a Kaggle Model or a dataset whose path names it,
-    holding its config and weights), for a kernel with the internet off."""
+    """The backbone attached to a Kaggle notebook (a Kaggle Model or a dataset with a folder of
+    its name holding its config and weights, checked against their sha256), for a kernel with the
+    internet off."""
     root = kaggle_input()
     if not root.is_dir():
         return None
     for depth in range(0, 7):
         for config in sorted(root.glob("/".join(["*"] * depth + [BACKBONE_CONFIG]))):
-            folder = config.parent
-            if m.short.lower() in str(folder.relative_to(root)).lower() and (folder / "model.safetensors").is_file():
+            folder, weights = config.parent, config.parent / "model.safetensors"
+            named = m.short.lower() in (part.lower() for part in folder.relative_to(root).parts)
+            # the weights it stands for, not a model pretrained from it into a folder of its name
+            if named and weights.is_file() and (not m.weights or file_sha256(weights) == m.weights):
                 return folder
     return None
 

@@ -64,6 +64,25 @@ def saved_micro_batch(out, fold: int) -> int | None:
     return int(json.loads(path.read_text())["micro_batch"]) if path.is_file() else None
 
 
+def cannot_resume(out, fold: int, micro_batch: int, processes: int, workers: int, collate) -> str:
+    """Why a fold's saved state cannot go on to the result an uninterrupted fold gives here ('' when
+    it can, or when none is saved): another micro-batch (an out-of-memory retry halved it) or
+    another number of processes (the batches and their order differ), or a collator that draws at
+    random in DataLoader workers (each worker counts its own draws from the epoch's start)."""
+    path = folder(out, fold) / SUMMARY
+    if not path.is_file():
+        return ""
+    saved = json.loads(path.read_text())
+    if int(saved["micro_batch"]) != micro_batch:
+        return f"its saved state was trained at micro-batch {saved['micro_batch']}, not {micro_batch}"
+    if int(saved.get("processes", 1)) != processes:
+        return f"its saved state was trained by {saved.get('processes', 1)} process(es), not {processes}"
+    if workers and getattr(collate, "draws", False):
+        return (f"its batches draw at random in {workers} DataLoader worker(s) (--num-workers), whose draws "
+                "cannot be taken up mid-way")
+    return ""
+
+
 def remove(out, fold: int | None = None) -> None:
     """Drop a fold's saved state (all of them: fold None)."""
     path = Path(out) / "resume" if fold is None else folder(out, fold)
@@ -102,21 +121,21 @@ def save(out, fold: int, progress: Progress, model, optimizer, scheduler, accele
         with atomic_dir(folder(out, fold)) as tmp:
             torch.save(state, tmp / STATE)
             write_json(tmp / SUMMARY, {"step": progress.step, "epoch": progress.epoch,
-                                       "micro_batch": micro_batch,
+                                       "micro_batch": micro_batch, "processes": accelerator.num_processes,
                                        "best": progress.best if math.isfinite(progress.best) else None})
     accelerator.wait_for_everyone()
 
 
 def load(out, fold: int, model, optimizer, scheduler, accelerator, average, collate, lora: bool, micro_batch: int,
-         total: int) -> Progress | None:
+         total: int, workers: int = 0) -> Progress | None:
     """Restore a fold's saved state into the prepared model, optimizer, scheduler, scaler and
     weight average, and the collator's count of draws, said in one line; its Progress (holding
     this process's random states for restore_random), or None when none is saved (or one of
-    another micro-batch, dropped)."""
+    that cannot_resume refuses, dropped)."""
     path = folder(out, fold) / STATE
-    if saved_micro_batch(out, fold) not in (None, micro_batch):
-        accelerator.print(f"fold {fold}: its saved state was trained at micro-batch {saved_micro_batch(out, fold)}, "
-                          f"not {micro_batch}: the fold starts over")
+    why = cannot_resume(out, fold, micro_batch, accelerator.num_processes, workers, collate)
+    if why:
+        accelerator.print(f"fold {fold}: {why}: the fold starts over")
         accelerator.wait_for_everyone()  # every process has read it before it goes
         if accelerator.is_main_process:
             remove(out, fold)
@@ -126,7 +145,8 @@ def load(out, fold: int, model, optimizer, scheduler, accelerator, average, coll
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)  # the kit's own file
     except Exception as e:  # a file cut short by a full disk: the rename never happened, but say so
-        raise ValueError(f"{path} cannot be read ({str(e).splitlines()[0][:120]}); delete it to start "
+        raise ValueError(f"{path} cannot be read ({(str(e).splitlines() or [type(e).__name__])[0][:120]}); "
+                         "delete it to start "
                          f"fold {fold} over") from None
     accelerator.unwrap_model(model).load_state_dict(state["model"], strict=not lora)
     optimizer.load_state_dict(state["optimizer"])

@@ -69,7 +69,7 @@ def provenance(cfg: TrainConfig, comp: Competition) -> dict:
 def prepare_out(cfg: TrainConfig, comp: Competition, out: Path) -> None:
     """Check that OUT can hold this run (same arguments, or --overwrite), and record them."""
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob(".*.tmp"):  # left by a killed process; never read
+    for stale in [*out.glob(".*.tmp"), *out.glob("resume/.*.tmp")]:  # left by a killed process; never read
         shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink()
     if runs.has_config(out):
         saved, current = runs.read_config(out), identity(cfg, comp)

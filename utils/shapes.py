@@ -133,7 +133,7 @@ class OptionCollator(Collator):
     def __init__(self, pad_token_id: int, multiple: int = 8, target_dtype=torch.float32,
                  padding_side: str = "right", sample: int = 0, seed: int = 0):
         super().__init__(pad_token_id, multiple, target_dtype, padding_side)
-        self.sample, self.seed = sample, seed
+        self.sample, self.seed, self.draws = sample, seed, bool(sample)
 
     def draw(self, x: dict, rng) -> dict:
         k, t = len(x["input_ids"]), int(x["target"])
@@ -216,7 +216,7 @@ class QueryCollator(Collator):
                  padding_side="right"):
         super().__init__(pad_token_id, 8, target_dtype, padding_side)
         self.items, self.negatives, self.n_negatives = items, negatives, n_negatives
-        self.seed = seed
+        self.seed, self.draws = seed, bool(n_negatives) and negatives is not None
 
     def __call__(self, rows):
         rng = self.batch_rng()

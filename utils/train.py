@@ -452,7 +452,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
                     scheduler, accelerator, average, cfg.batch_size, trained)
 
     p = resume.load(cfg.out, fold, model, optimizer, scheduler, accelerator, average, b["collate"], cfg.lora_r > 0,
-                    cfg.batch_size, total) or resume.Progress(next_eval=eval_period(cfg, math.inf))
+                    cfg.batch_size, total, cfg.num_workers) or resume.Progress(next_eval=eval_period(cfg, math.inf))
     t0, diverged = time.time(), 0
     bar = tqdm(total=total, initial=p.step, desc=f"fold {fold}",
                disable=not show_progress(cfg.progress and accelerator.is_main_process))
@@ -499,7 +499,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
                 if not math.isfinite(m["score"]) and not weights_finite(model):
                     diverged = p.step  # NaN/inf weights never recover: stop this fold now
                     break
-            if p.step < total and (validate or (cfg.save_every > 0 and p.step % cfg.save_every == 0)):
+            if cfg.save_every >= 0 and p.step < total and (validate or cfg.save_every and p.step % cfg.save_every == 0):
                 keep()
             if p.step >= total:
                 break
@@ -616,7 +616,10 @@ def train_fold_in_memory(cfg: TrainConfig, comp: Competition, df, folds, fold: i
     # A fold resumed from its saved state goes on at the micro-batch it was trained with.
     saved = resume.saved_micro_batch(cfg.out, fold)
     if saved and saved < state["size"] and effective % saved == 0:
+        trackers = state["accelerator"].trackers
+        state["accelerator"].free_memory()
         state["size"], state["accelerator"] = saved, accelerator_for(state["precision"], effective // saved)
+        state["accelerator"].trackers = trackers
     kw = {"starting_batch_size": state["size"]}
     if "reduce_batch_size_fn" in inspect.signature(find_executable_batch_size).parameters:
         kw["reduce_batch_size_fn"] = lambda: state["size"] // 2  # accelerate >= 1.x: 10% by default
@@ -752,7 +755,13 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
         if (out / f"fold{fold}").is_dir():
             accelerator.print(f"fold {fold}: finished earlier, skipped")
             continue
-        model, tokenizer, oof, info = train_fold_in_memory(cfg, comp, df, folds, fold, memory, pseudo, on_validation)
+        try:
+            model, tokenizer, oof, info = train_fold_in_memory(cfg, comp, df, folds, fold, memory, pseudo,
+                                                               on_validation)
+        except TrainingError:  # nothing to go on from: the corrected command starts the fold afresh
+            if accelerator.is_main_process:
+                resume.remove(out, fold)
+            raise
         if accelerator.is_main_process:
             with atomic_dir(out / f"fold{fold}") as tmp:
                 model.save(tmp, tokenizer, extra={"fold": fold, "score": info["best_score"],

@@ -139,7 +139,8 @@ def tune(base, space, trials: int, out, pruner=None, sampler=None, log=print, co
 
     def objective(trial):
         params = {name: suggest(trial, name, ranges) for name in space}
-        cfg = dataclasses.replace(base, out=str(out / f"trial{trial.number}"), **params)
+        # A trial is short and may be pruned: no fold state is saved for it to go on from.
+        cfg = dataclasses.replace(base, out=str(out / f"trial{trial.number}"), save_every=-1, **params)
         t0 = time.time()
 
         def report(fold, step, value):
