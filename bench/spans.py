@@ -168,6 +168,173 @@ def nbme(data: Path) -> dict:
             "noise": nbme_noise(df), "arms": out, "command": command()}
 
 
+TWEET, NBME = "tweet-sentiment-extraction", "nbme-score-clinical-patient-notes"
+# The recipe of both arms of a competition (the kit's and transformers' Trainer): fixed before fold 0 is scored.
+RECIPES = {TWEET: {"max_len": 96, "batch_size": 32, "lr": 5e-5, "epochs": 3, "eval_every": 150},
+           NBME: {"max_len": 384, "batch_size": 16, "lr": 5e-5, "epochs": 3, "eval_every": 150}}
+
+
+def minilm() -> str:
+    return "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def kit(slug: str, data: Path, model: str, out: str, epochs: int, save_every: int) -> dict:
+    """Fold 0 of the kit's span model: utils.train with the competition's built-in description."""
+    from utils.config import TrainConfig
+    from utils.metrics import METRICS
+    from utils.runs import read_history, read_metrics, read_oof
+    from utils.train import run_cv
+
+    r = {**RECIPES[slug], "epochs": epochs}
+    file = "train.csv"
+    cfg = TrainConfig(train_csv=str(data / file), out=out, model=model, competition=slug, only_folds=(0,),
+                      epochs=r["epochs"], eval_every=r["eval_every"], progress=False, max_len=r["max_len"],
+                      batch_size=r["batch_size"], lr=r["lr"], save_every=save_every)
+    t0 = time.time()
+    run_cv(cfg)
+    metrics, oof, history = read_metrics(out), read_oof(out), read_history(out, 0)
+    y, p = oof.arrays()
+    metric = METRICS[metrics["metric"]]
+    res = {"arm": f"the kit ({Path(model).name}, {r['epochs']} epochs)", metric.name: metric.score(y, p),
+           "minutes_this_session": (time.time() - t0) / 60, "fold_minutes": history["seconds"] / 60,
+           "steps": history["steps"], **r, "model": model, "run": out}
+    if slug == TWEET:
+        df = pd.read_csv(data / file, keep_default_na=False).set_index("textID")
+        sentiment = df.loc[oof.frame["id"].astype(str), "sentiment"].to_numpy()
+        res["per_sentiment"] = {s: metric.score(y[sentiment == s], p[sentiment == s])
+                                for s in ("neutral", "positive", "negative")}
+    else:
+        res.update({k: v for k, v in char_micro_scores(y, p).items() if k != "f1"})
+    return res
+
+
+def fold0_rows(slug: str, data: Path):
+    """(competition, its training rows as the kit reads them (joins made), fold 0's mask): the kit's
+    folds, shared by both arms."""
+    from utils.competition import load_competition
+    from utils.tables import competition_folds, read_table
+
+    comp = load_competition(slug)
+    df = read_table(comp, data, "train")
+    return comp, df, competition_folds(comp, df) == 0
+
+
+def trainer_arm(slug: str, data: Path, model: str, epochs: int) -> dict:
+    """What a user writes instead: transformers' AutoModelForQuestionAnswering (Tweet: the sentiment
+    as the question, the tweet as the context; the standard start/end preprocessing and n-best
+    decoding, answers at most 30 tokens) or AutoModelForTokenClassification (NBME: the feature and the
+    note as a pair, a label per note token, characters above 0.5), with Trainer: the same backbone,
+    fold 0, epochs, max_len, batch size, learning rate and cosine schedule (6% warmup) as the kit's arm; texts
+    cut at max_len (truncation="only_second"), the model after its last step."""
+    import tempfile
+
+    import torch
+    from transformers import (
+        AutoModelForQuestionAnswering,
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+    )
+
+    from utils.metrics import METRICS
+    from utils.models import resolve
+    from utils.objective import objective_of
+    from utils.spans import char_micro_scores, decode_threshold, format_location, token_to_char_probs
+
+    r = {**RECIPES[slug], "epochs": epochs}
+    comp, df, va = fold0_rows(slug, data)
+    obj = objective_of(comp)
+    path = resolve(model)
+    tok = AutoTokenizer.from_pretrained(path)
+    first, texts = df[comp.text_cols[0]].astype(str).tolist(), df[comp.span_col].astype(str).tolist()
+    enc = tok(first, texts, truncation="only_second", max_length=r["max_len"], return_offsets_mapping=True)
+    truth = [obj.answer(c) for c in df[comp.target_cols[0]].tolist()]
+    rows, qa = [], slug == TWEET
+    for i in range(len(df)):
+        seq, off = enc.sequence_ids(i), enc["offset_mapping"][i]
+        found = obj.spans_of(texts[i], truth[i])
+        inside = [seq[j] == 1 and any(s < off[j][1] and off[j][0] < e for s, e in found) for j in range(len(seq))]
+        row = {"input_ids": enc["input_ids"][i], "attention_mask": enc["attention_mask"][i]}
+        if "token_type_ids" in enc:
+            row["token_type_ids"] = enc["token_type_ids"][i]
+        if qa:
+            on = [j for j, x in enumerate(inside) if x]
+            row["start_positions"], row["end_positions"] = (on[0], on[-1]) if on else (0, 0)
+        else:
+            row["labels"] = [-100 if seq[j] != 1 else int(inside[j]) for j in range(len(seq))]
+        rows.append(row)
+
+    class Rows(torch.utils.data.Dataset):
+        def __init__(self, idx):
+            self.idx = idx
+
+        def __len__(self):
+            return len(self.idx)
+
+        def __getitem__(self, k):
+            return rows[self.idx[k]]
+
+    def collate(items):
+        labels = [x.pop("labels") for x in items] if "labels" in items[0] else None
+        batch = DataCollatorWithPadding(tok, pad_to_multiple_of=8)(items)
+        if labels is not None:
+            width = batch["input_ids"].shape[1]
+            batch["labels"] = torch.tensor([x + [-100] * (width - len(x)) for x in labels])
+        return batch
+
+    torch.manual_seed(42)
+    cls = AutoModelForQuestionAnswering if qa else AutoModelForTokenClassification
+    net = cls.from_pretrained(path, **({} if qa else {"num_labels": 2}))
+    args = TrainingArguments(
+        output_dir=tempfile.mkdtemp(prefix="bench-spans-"), per_device_train_batch_size=r["batch_size"],
+        per_device_eval_batch_size=64, num_train_epochs=r["epochs"], learning_rate=r["lr"],
+        lr_scheduler_type="cosine", warmup_steps=0.06, weight_decay=0.01, optim="adamw_torch", use_cpu=True,
+        seed=42, eval_strategy="no", save_strategy="no", logging_strategy="no", report_to="none",
+        disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False)
+    tr, vi = np.flatnonzero(~va), np.flatnonzero(va)
+    trainer = Trainer(model=net, args=args, train_dataset=Rows(tr),
+                      data_collator=lambda b: collate([dict(x) for x in b]))
+    t0 = time.time()
+    trainer.train()
+    train_min = (time.time() - t0) / 60
+    t1 = time.time()
+    out = trainer.predict(Rows(vi))
+    pred = []
+    for k, i in enumerate(vi):
+        seq, off, text = enc.sequence_ids(int(i)), enc["offset_mapping"][int(i)], texts[int(i)]
+        n = len(seq)
+        if qa:
+            start, end = out.predictions[0][k][:n], out.predictions[1][k][:n]
+            ctx = [j for j in range(n) if seq[j] == 1]
+            best, answer = -np.inf, ""
+            for s_ in sorted(ctx, key=lambda j: -start[j])[:20]:
+                for e_ in sorted(ctx, key=lambda j: -end[j])[:20]:
+                    if s_ <= e_ < s_ + 30 and start[s_] + end[e_] > best:
+                        best, answer = start[s_] + end[e_], text[off[s_][0]:off[e_][1]]
+            pred.append(answer)
+        else:
+            logits = out.predictions[k][:n]
+            p1 = np.exp(logits[:, 1] - np.logaddexp(logits[:, 0], logits[:, 1]))
+            chars = token_to_char_probs(off, p1, len(text), np.array([x == 1 for x in seq]))
+            pred.append(decode_threshold(chars, 0.5, text))
+    y = [truth[int(i)] for i in vi]
+    metric = METRICS[comp.metric_name]
+    res = {"arm": f"transformers {cls.__name__} + Trainer ({Path(model).name}, {r['epochs']} epochs)",
+           metric.name: metric.score(y, pred), "train_minutes": train_min, "predict_minutes": (time.time() - t1) / 60,
+           **r, "model": model, "n_cut": int(sum(len(x["input_ids"]) >= r["max_len"] for x in rows))}
+    if qa:
+        sentiment = df["sentiment"].to_numpy()[vi]
+        res["per_sentiment"] = {s: metric.score([a for a, m in zip(y, sentiment == s) if m],
+                                                [a for a, m in zip(pred, sentiment == s) if m])
+                                for s in ("neutral", "positive", "negative")}
+    else:
+        res.update({k: v for k, v in char_micro_scores(y, pred).items() if k != "f1"})
+        res["example_pred"] = format_location(pred[0])
+    return res
+
+
 def load() -> dict:
     return json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
 
@@ -200,10 +367,28 @@ def table() -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("arm", nargs="?", choices=("tweet", "nbme"))
+    p.add_argument("arm", nargs="?", choices=("tweet", "nbme", "tweet-kit", "nbme-kit", "tweet-trainer",
+                                              "nbme-trainer"))
     p.add_argument("--data", help="the competition's folder (train.csv; NBME: and patient_notes.csv)")
+    p.add_argument("--model", default=minilm(), help="*-kit: the backbone")
+    p.add_argument("--epochs", type=int, default=0, help="*-kit: epochs (0: the recipe's)")
+    p.add_argument("--out", help="*-kit: the run folder (again: resumes it)")
+    p.add_argument("--save-every", type=int, default=100, help="*-kit: save the fold every N steps")
     p.add_argument("--table", action="store_true", help="print the saved results")
     a = p.parse_args()
+    if a.arm and a.arm.endswith(("-kit", "-trainer")):
+        slug = TWEET if a.arm.startswith("tweet") else NBME
+        from utils.files import write_json
+
+        epochs = a.epochs or RECIPES[slug]["epochs"]
+        r = kit(slug, Path(a.data), a.model, a.out or f"runs/{a.arm}", epochs, a.save_every) \
+            if a.arm.endswith("-kit") else trainer_arm(slug, Path(a.data), a.model, epochs)
+        r["command"] = command()
+        res = load()
+        res.setdefault(a.arm.split("-")[0], {}).setdefault("models", {})[r["arm"]] = r
+        write_json(RESULTS, res)
+        print(json.dumps(r, indent=1))
+        return
     if a.table or not a.arm:
         print(table())
         return

@@ -471,3 +471,278 @@ def test_the_span_metrics_are_in_the_registry_greater_is_better_and_score_by_han
     assert f1.loss([((0, 4),)], [((2, 6),)]) == pytest.approx(-0.5)  # what checkpoints minimise
     # one true entity found among two predicted: P 1/2, R 1, F5 = 26 * 0.5 / (25 * 0.5 + 1)
     assert f5.score([(0, "NAME", 0, 3)], [(0, "NAME", 0, 3), (0, "NAME", 5, 6)]) == pytest.approx(13 / 13.5)
+
+
+# ----------------------------------------------------------------------------- the span shape in the loop
+
+TWEET, NBME = "tweet-sentiment-extraction", "nbme-score-clinical-patient-notes"
+
+
+def _fast(tok):
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", cls_token="<s>",
+                                   sep_token="</s>", pad_token="<s>", unk_token="<unk>")
+
+
+def _word_spans(text, rng, n=2) -> tuple:
+    """Up to n spans of whole words of `text`, never neighbours (decoding joins spans that only
+    whitespace separates), sorted."""
+    words = [m.span() for m in re.finditer(r"\S+", text)][::2]
+    picks = sorted(rng.choice(len(words), min(n, len(words)), replace=False)) if words else []
+    return tuple(words[i] for i in picks)
+
+
+def _one_hot(ds, heads: int) -> np.ndarray:
+    """What a perfect model outputs: each window's targets as probabilities (windows, S, heads)."""
+    width = max(len(x) for x in ds.input_ids)
+    out = np.zeros((len(ds), width, heads))
+    for w, t in enumerate(ds.targets):
+        if heads == 1:
+            out[w, : len(t), 0] = np.clip(t, 0, 1)
+        else:
+            out[w, t[0], 0] = out[w, t[1], 1] = 1.0
+    return out
+
+
+@pytest.mark.versions
+@pytest.mark.parametrize("kind", [*KINDS, "all-MiniLM-L6-v2"])
+@pytest.mark.parametrize("max_len", [512, 8])
+def test_span_rows_round_trip_through_tokens_windows_and_characters(kind, max_len, request):
+    """Targets made from spans, given back as a perfect model's token outputs, come back out of the
+    character scores as the same spans, whole windows or strided ones, for BPE (Ġ, with and without
+    offset trimming), SentencePiece (▁) and WordPiece: no first character lost or doubled."""
+    from transformers import AutoTokenizer
+
+    from utils.objective import SPANS
+    from utils.shapes import SpanDataset
+    from utils.spans import decode, strip_spans
+
+    if kind in KINDS:
+        tok = _fast(tiny_tokenizer(KINDS[kind][0], CORPUS * 3, *KINDS[kind][1:]))
+    else:
+        tok = AutoTokenizer.from_pretrained(request.getfixturevalue("minilm_path"))
+    rng = np.random.default_rng(1)
+    texts = [t for t in CORPUS if t.strip()] * 2
+    many = SPANS.__class__("spans", "", (), ("spans",), ("spans",), (), count="many", labels_as="offsets")
+    truth = [(t, _word_spans(t, rng)) for t in texts]
+    ds = SpanDataset(texts, tok, max_len, truth, heads=1, objective=many)
+    windows = np.bincount(ds.owner)
+    assert ds.n_truncated == int((windows > 1).sum()) and (ds.n_truncated > 0) == (max_len < 30)
+    assert max(ds.lengths) <= max_len
+    chars = ds.per_text(_one_hot(ds, 1))
+    assert chars.shape[:2] == (len(texts), max(map(len, texts)))
+    got = [decode(t, c[: len(t)], 0.5) for t, c in zip(texts, chars)]
+    assert got == [strip_spans(s, t) for t, s in truth]
+    one = dataclasses_replace(many, count="one", labels_as="text")
+    truth1 = [(t, t[s[0][0]:s[0][1]] if s else "") for t, s in truth]
+    ds1 = SpanDataset(texts, tok, 512, truth1, heads=2, objective=one)
+    chars1 = ds1.per_text(_one_hot(ds1, 2))
+    got1 = [t[s:e] for t, c in zip(texts, chars1) for s, e in decode(t, c[: len(t)])]
+    assert got1 == [a for _, a in truth1]
+
+
+def dataclasses_replace(obj, **kw):
+    import dataclasses
+
+    return dataclasses.replace(obj, **kw)
+
+
+def tweet_table(n: int = 24, seed: int = 0) -> pd.DataFrame:
+    """Tweet Sentiment Extraction's columns over the tiny models' words: selected_text a run of words
+    of the text (the whole text when neutral, as most neutral rows are)."""
+    from conftest import WORDS
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        words = list(rng.choice(WORDS, 8))
+        sentiment = ("positive", "negative", "neutral")[i % 3]
+        s = int(rng.integers(0, 6))
+        selected = " ".join(words) if sentiment == "neutral" else " ".join(words[s:s + 2])
+        rows.append({"textID": f"{i:08x}", "text": " ".join(words), "selected_text": selected, "sentiment": sentiment})
+    return pd.DataFrame(rows)
+
+
+def nbme_folder(folder: Path, notes: int = 8, seed: int = 0) -> Path:
+    """NBME's files over the tiny words: patient_notes.csv, features.csv (numbers written 000, as
+    Kaggle's), train.csv (a row per note and feature, `location` lists, `[]` for none) and a test.csv
+    writing the note 00000-style, as Kaggle's does."""
+    from conftest import WORDS
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    features = pd.DataFrame({"feature_num": ["000", "001"], "case_num": 0, "feature_text": ["cat-OR-dog", "sun"]})
+    texts = [" ".join(rng.choice(WORDS, 14)) + " the cat and the sun" for _ in range(notes)]
+    pd.DataFrame({"pn_num": range(notes), "case_num": 0, "pn_history": texts}).to_csv(folder / "patient_notes.csv",
+                                                                                      index=False)
+    rows = []
+    for i, text in enumerate(texts):
+        for f, word in ((0, "cat"), (1, "sun")):
+            found = [m.span() for m in re.finditer(rf"\b{word}\b", text)]
+            rows.append({"id": f"{i:05d}_{f:03d}", "case_num": 0, "pn_num": i, "feature_num": f,
+                         "annotation": str([word] * len(found)), "location": str([f"{s} {e}" for s, e in found])})
+    pd.DataFrame(rows).to_csv(folder / "train.csv", index=False)
+    features.to_csv(folder / "features.csv", index=False)
+    pd.DataFrame({"id": ["00001_000", "00001_001"], "case_num": 0, "pn_num": ["00001", "00001"],
+                  "feature_num": ["000", "001"]}).to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"id": ["00001_000", "00001_001"], "location": ["", ""]}).to_csv(folder / "sample_submission.csv",
+                                                                                index=False)
+    return folder
+
+
+@pytest.mark.versions
+@pytest.mark.parametrize("slug", [TWEET, NBME])
+def test_a_span_run_trains_and_its_cv_is_the_metric_of_oof_answers(slug, tmp_path, tiny_bert):
+    from helpers import cfg_for
+
+    from utils.competition import load_competition
+    from utils.metrics import METRICS
+    from utils.objective import read_chars
+    from utils.runs import read_metrics, read_oof
+    from utils.spans import decode
+    from utils.train import run_cv
+
+    comp = load_competition(slug)
+    if slug == TWEET:
+        (tmp_path / "data").mkdir()
+        tweet_table().to_csv(tmp_path / "data" / "train.csv", index=False)
+    else:
+        nbme_folder(tmp_path / "data")
+    run = tmp_path / "run"
+    metrics = run_cv(cfg_for(tmp_path / "data" / "train.csv", run, tiny_bert, competition=slug, max_len=16,
+                             max_steps=3))
+    oof = read_oof(run)
+    assert list(oof.frame.columns) == ["id", comp.target_cols[0], "pred", "fold"]
+    y, p = oof.arrays()
+    metric = METRICS[comp.metric_name]
+    assert metrics["cv"] == pytest.approx(metric.score(y, p))  # exactly oof.csv's answers
+    assert (run / "fold0" / "chars.npz").is_file() and (run / "fold1" / "chars.npz").is_file()
+    saved = {k: read_chars(run / f"fold{k}") for k in (0, 1)}
+    frame = oof.frame
+    for k in (0, 1):
+        rows = frame[frame["fold"] == k]
+        assert [t for t, _ in saved[k]] == [str(x) for x in rows["id"].map(_texts(tmp_path / "data", comp))]
+        assert all(c.shape == (len(t), 2 if slug == TWEET else 1) for t, c in saved[k])
+    if slug == NBME:  # each fold's threshold: the best on the other fold's character scores, no peeking
+        obj = oof.objective
+        thresholds = read_metrics(run)["thresholds_per_fold"]
+        for k in (0, 1):
+            other = 1 - k
+            truth = [obj.answer(c) for c in frame.loc[frame["fold"] == other, "location"]]
+            best = max(obj.THRESHOLDS, key=lambda t: (metric.score(truth, [decode(x, c, t) for x, c in saved[other]]),
+                                                      -abs(t - 0.5)))
+            assert thresholds[str(k)] == pytest.approx(best)
+            mine = frame[frame["fold"] == k]["pred"].fillna("").tolist()
+            assert mine == [obj.cell(decode(x, c, best)) for x, c in saved[k]]
+    else:
+        assert "thresholds_per_fold" not in read_metrics(run)
+
+
+def _texts(data: Path, comp):
+    """id -> the span text, as the kit joins it."""
+    from utils.tables import read_table
+
+    df = read_table(comp, data, "train")
+    return dict(zip(df[comp.id_col].astype(str), df[comp.span_col]))
+
+
+def test_span_descriptions_are_checked_in_one_line():
+    from utils.competition import BUILTIN, Competition, CompetitionError
+
+    tweet = BUILTIN[TWEET]
+    bad = [({"span_col": "sentiment"}, "span_col"), ({"span_labels": "tokens"}, "span_labels"),
+           ({"span_count": "two"}, "span_count"), ({"metric": "char_f1"}, "metric"),
+           ({"text_template": "{sentiment} {text}"}, "text_cols")]
+    for change, field in bad:
+        with pytest.raises(CompetitionError, match=f"field '{field}'"):
+            Competition(**{**tweet.to_dict(), **change})
+    with pytest.raises(CompetitionError, match="span_col is for task spans"):
+        Competition(slug="x", span_col="excerpt")
+    assert BUILTIN[NBME].span_side == 1 and BUILTIN[NBME].metric_name == "char_f1"
+    assert Competition.from_dict(tweet.to_dict()) == tweet
+
+
+def test_join_keys_written_with_leading_zeros_match(tmp_path):
+    from utils.competition import BUILTIN
+    from utils.tables import join_key, read_table
+
+    assert join_key(pd.Series(["00016", "16", "000", "a07", 3])).tolist() == ["16", "16", "0", "a07", "3"]
+    folder = nbme_folder(tmp_path)
+    test = read_table(BUILTIN[NBME], folder, "test")
+    notes = pd.read_csv(folder / "patient_notes.csv")
+    assert test["pn_history"].tolist() == [notes["pn_history"][1]] * 2
+    assert test["feature_text"].tolist() == ["cat-OR-dog", "sun"]
+
+
+@pytest.mark.parametrize("cell, message", [
+    ("['5 4000']", "is not inside a text of"), ("['5 x']", "is not a location"), ("['9 3']", "starts after it ends")])
+def test_bad_locations_name_the_file_column_and_row(tmp_path, cell, message):
+    from utils.competition import BUILTIN
+    from utils.data import DataError
+    from utils.tables import read_table
+
+    folder = nbme_folder(tmp_path)
+    train = pd.read_csv(folder / "train.csv")
+    train.loc[3, "location"] = cell
+    train.to_csv(folder / "train.csv", index=False)
+    with pytest.raises(DataError, match=rf"train.csv.*column 'location', row 5 \(id '{train['id'][3]}'\).*({message})"):
+        read_table(BUILTIN[NBME], folder, "train")
+
+
+def test_tweet_labels_not_in_their_text(tmp_path, capsys):
+    from utils.competition import BUILTIN
+    from utils.data import DataError
+    from utils.tables import read_table
+
+    df = tweet_table()
+    df.loc[4, "selected_text"] = df.loc[4, "selected_text"].upper() + "  "  # the same words, not verbatim
+    df.to_csv(tmp_path / "train.csv", index=False)
+    read_table(BUILTIN[TWEET], tmp_path, "train")
+    err = capsys.readouterr().err
+    assert "not found verbatim in column 'text' at 1 of 24 rows (first: row 6)" in err
+    df.loc[7, "selected_text"] = "zebra"
+    df.to_csv(tmp_path / "train.csv", index=False)
+    with pytest.raises(DataError, match=r"column 'selected_text', row 9 .*'zebra' shares no word with its text"):
+        read_table(BUILTIN[TWEET], tmp_path, "train")
+
+
+def test_a_missing_feature_and_a_missing_condition_are_one_line(tmp_path):
+    from utils.competition import BUILTIN
+    from utils.data import DataError
+    from utils.tables import read_table
+
+    folder = nbme_folder(tmp_path)
+    test = pd.read_csv(folder / "test.csv", dtype=str)
+    test.loc[1, "feature_num"] = "007"
+    test.to_csv(folder / "test.csv", index=False)
+    with pytest.raises(DataError, match=r"test.csv: 1 rows have a 'feature_num' missing from features.csv, e.g. '7'"):
+        read_table(BUILTIN[NBME], folder, "test")
+    tweets = tweet_table().drop(columns=["sentiment"])
+    tweets.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(DataError, match="t.csv is missing column 'sentiment'"):
+        from utils.tables import read_split
+
+        read_split(BUILTIN[TWEET], tmp_path / "t.csv", "test")
+
+
+@pytest.mark.versions
+def test_a_slow_tokenizer_and_pooling_tokens_elsewhere_are_refused(tiny_bert, tmp_path):
+    from transformers import BertTokenizer
+
+    from utils.competition import BUILTIN
+    from utils.config import TrainConfig, check_settings
+    from utils.objective import objective_of
+    from utils.shapes import SpanDataset
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\ncat\n")
+    tok = BertTokenizer(str(vocab))  # slow in transformers 4.x; 5.x has only tokenizers-backed (fast) ones
+    if tok.is_fast:
+        assert SpanDataset(["cat"], tok, 16).per_text(np.zeros((1, 3, 1))).shape == (1, 3, 1)
+    else:
+        with pytest.raises(ValueError, match="span tasks need a fast tokenizer"):
+            SpanDataset(["cat"], tok, 16, objective=objective_of(BUILTIN[TWEET]))
+    with pytest.raises(ValueError, match="--pooling tokens .* is for span tasks"):
+        cfg = TrainConfig(train_csv="t.csv", out="o", model="m", pooling="tokens")
+        check_settings(cfg, BUILTIN["commonlitreadabilityprize"])

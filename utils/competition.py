@@ -41,8 +41,16 @@ TASKS = {
     # Rankings: the answer is the top answer_k candidates, best first, scored by MAP@answer_k.
     "retrieval": ("retrieval", "map@{k}", "ranking"),  # items of a catalogue table (Eedi's misconceptions)
     "multiple_choice": ("multiple_choice", "map@{k}", "ranking"),  # options in columns of the row (A-E)
+    # Parts of a text: the answer is spans of the span_col text (utils.spans), written as it says.
+    "spans": ("spans", "char_f1", "spans"),
 }
-SUBMISSIONS = ("values", "labels", "probabilities", "ranking")
+SUBMISSIONS = ("values", "labels", "probabilities", "ranking", "spans")
+# How a span task's labels (and answers) are written: the span's text, found in the row ("text":
+# Tweet's selected_text), or character offsets "s e;s e" ("offsets": NBME's location).
+SPAN_LABELS = ("text", "offsets")
+# How many spans a row answers with: "one" (a start and an end, chosen together: Tweet) or "many"
+# (any number, each character in or out: NBME).
+SPAN_COUNTS = ("one", "many")
 FOLDS = ("stratified", "group", "file")
 LONG_TEXT = ("head", "head_tail", "windows")
 # Where the backbone's own separator token goes in an input text ({sep} in a text_template; between
@@ -90,6 +98,13 @@ class Competition:
     reshape: str = ""  # the train/test tables into model rows first: a utils.reshape built-in or yours
     reshape_file: str = ""  # a Python file beside this description defining reshape(df, split)
     reshape_code: str = ""  # that file's source, filled in when read: the description carries it
+    stratify_col: str = ""  # folds stratified on this column's values (Tweet's sentiment) instead of the target
+    # Spans (task spans): the text column the spans index (a pair's other text is what the row is
+    # conditioned on: Tweet's sentiment, NBME's feature), how the labels are written (SPAN_LABELS: the
+    # answer is written alike, in the target column), how many spans a row answers with (SPAN_COUNTS).
+    span_col: str = ""
+    span_labels: str = ""
+    span_count: str = ""
 
     def __post_init__(self):
         def bad(field, msg):
@@ -118,6 +133,7 @@ class Competition:
             if getattr(self, name) not in valid:
                 bad(name, f"{getattr(self, name)!r} is not one of {', '.join(v for v in valid if v)}")
         self._check_ranking(bad)
+        self._check_spans(bad)
         if self.metric and self.metric not in METRICS:
             bad("metric", f"{self.metric!r} is not one of {', '.join(METRICS)} (a metric of your own: "
                 "metric_file, a Python file beside the description defining it)")
@@ -209,7 +225,41 @@ class Competition:
         if self.answer_col and not (ranking or self.submission == "ranking"):
             bad("answer_col", "answer_col names a ranking's submission column")
 
+    def _check_spans(self, bad) -> None:
+        """The span fields against the task: the span column is one of the text columns (the last of
+        a pair, or the only one), and the labels' form and the span count are named."""
+        fields = {"span_col": self.span_col, "span_labels": self.span_labels, "span_count": self.span_count}
+        if self.task != "spans":
+            for name, value in fields.items():
+                if value:
+                    bad(name, f"{name} is for task spans, not {self.task}")
+            return
+        if self.span_col not in self.text_cols:
+            bad("span_col", f"the text column the spans index, one of text_cols {list(self.text_cols)}; got "
+                f"{self.span_col!r}")
+        if len(self.text_cols) == 2 and self.span_col != self.text_cols[1]:
+            bad("span_col", f"in a pair the spans index the second text (the first is the condition): "
+                f"text_cols [{self.span_col!r}, ...] the other way round")
+        if self.text_template or len(self.text_cols) > 2:
+            bad("text_cols", "a span task reads its text whole, alone or paired with one condition column "
+                "(Tweet's sentiment, NBME's feature text): one or two text columns, no text_template")
+        if self.span_labels not in SPAN_LABELS:
+            bad("span_labels", f"how the labels are written: {' or '.join(SPAN_LABELS)}; got {self.span_labels!r}")
+        if self.span_count not in SPAN_COUNTS:
+            bad("span_count", f"how many spans a row answers with: {' or '.join(SPAN_COUNTS)}; got "
+                f"{self.span_count!r}")
+        if len(self.target_cols) != 1:
+            bad("target_cols", "a span task has one label column (its spans, as text or offsets)")
+        wants = {"jaccard": "text", "char_f1": "offsets"}.get(self.metric_name)
+        if wants and self.span_labels != wants:
+            bad("metric", f"{self.metric_name} scores spans written as {wants}, not {self.span_labels}")
+
     # ---- what the rest of the kit reads
+    @property
+    def span_side(self) -> int:
+        """Which text of a row's input the spans index: 0 (the only text, or a pair's first), 1."""
+        return self.text_cols.index(self.span_col) if self.span_col in self.text_cols else 0
+
     @property
     def model_task(self) -> str:
         """What the model is trained as: regression, classification, multilabel, retrieval or
@@ -387,6 +437,19 @@ BUILTIN = {
             slug="kaggle-llm-science-exam", title="Kaggle - LLM Science Exam", text_cols=("prompt",),
             options=("A", "B", "C", "D", "E"), target_cols=("answer",), task="multiple_choice", answer_k=3,
             answer_col="prediction", short_name="science-exam",
+        ),
+        Competition(
+            slug="tweet-sentiment-extraction", title="Tweet Sentiment Extraction", id_col="textID",
+            text_cols=("sentiment", "text"), target_cols=("selected_text",), task="spans", metric="jaccard",
+            span_col="text", span_labels="text", span_count="one", stratify_col="sentiment", short_name="tweet-spans",
+        ),
+        Competition(
+            slug="nbme-score-clinical-patient-notes", title="NBME - Score Clinical Patient Notes",
+            text_cols=("feature_text", "pn_history"), target_cols=("location",), task="spans",
+            train_joins=(("patient_notes.csv", "pn_num"), ("features.csv", "feature_num")),
+            test_joins=(("patient_notes.csv", "pn_num"), ("features.csv", "feature_num")),
+            span_col="pn_history", span_labels="offsets", span_count="many",
+            folds="group", group_col="pn_num", short_name="nbme",
         ),
     )
 }

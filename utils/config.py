@@ -206,19 +206,23 @@ def for_competition(cfg: TrainConfig, comp: Competition) -> TrainConfig:
     """The config as a run records it for `comp`: --fit "" as its long_text, and `competition` the
     description itself when the column flags cannot say it (a Competition given in Python), so
     that the recorded settings name the competition they trained for."""
-    fit = cfg.fit or comp.long_text
+    obj = objective_of(comp)
+    fit = obj.fit or cfg.fit or comp.long_text
     name = cfg.competition
     if not name and from_settings(described(comp)) != comp:
         name = comp.as_parameter()
     elif name and load_competition(name) != comp:
         raise ValueError(f"competition {comp.slug!r} given, but the config names {name!r}: give one of them")
-    return dataclasses.replace(cfg, fit=fit, competition=name)
+    return dataclasses.replace(cfg, fit=fit, competition=name, pooling=obj.pooling or cfg.pooling)
 
 
 def check_settings(cfg: TrainConfig, comp: Competition) -> None:
     """The settings this competition cannot train with, refused in one line."""
     if cfg.loss == "se" and (objective_of(comp).kind != "values" or len(comp.target_cols) != 1):
         raise ValueError("loss 'se' needs a single regression target")
+    if cfg.pooling == "tokens" and objective_of(comp).pooling != "tokens":
+        raise ValueError(f"--pooling tokens (no pooling: an output per token) is for span tasks; a {comp.task} "
+                         "model pools its tokens into one vector: attention, mean, max, cls, last or attention+mean")
 
 
 # What a run was given by content, not by path (identity's keys -> what a user calls them).

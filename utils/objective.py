@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -42,6 +43,12 @@ class Objective:
     # What a row's target is: "values" (one value per target), "classes" (one class label per row)
     # or "labels" (several 0/1 labels, a probability each).
     kind: ClassVar[str] = ""
+    stratified: ClassVar[bool] = True  # folds stratified on the target (not on a retriever's thousands of ids)
+    blank_answers: ClassVar[bool] = False  # a row's label may be empty (a span task's row with no span)
+    # What its outputs need of every run, whatever the flags ("": nothing): a span task's model reads
+    # every token (pooling "tokens") and a long text in windows (fit "windows").
+    pooling: ClassVar[str] = ""
+    fit: ClassVar[str] = ""
 
     @property
     def classes(self) -> bool:
@@ -52,7 +59,7 @@ class Objective:
     @property
     def labelled(self) -> bool:
         """The target is a label (a class, an option's letter, a catalogue id), not a number."""
-        return self.kind in ("classes", "options", "items")
+        return self.kind in ("classes", "options", "items", "spans")
 
     def for_competition(self, comp) -> Objective:
         """This objective as a competition trains it (most keep nothing of their own)."""
@@ -127,6 +134,19 @@ class Objective:
         """The loss's own figures (from utils.metrics) on predictions (N, outputs); 'score': the one
         a checkpoint minimises when the competition's metric is among them."""
         raise NotImplementedError
+
+    def scored(self, y, pred: np.ndarray):
+        """What the competition's metric scores of predictions (N, outputs) at its default rule:
+        the predictions themselves (a span task's: the answers decoded from them)."""
+        return pred
+
+    def settle(self, run, oof: pd.DataFrame, metric=None) -> pd.DataFrame:
+        """A run's out-of-fold rows once its finished folds are gathered: as they are (a span
+        task's answers decoded again, each fold's threshold fitted on the other folds by `metric`)."""
+        return oof
+
+    def write_outputs(self, folder, oof: pd.DataFrame) -> None:
+        """What a fold folder keeps of its outputs beside oof.csv (a span task's character scores)."""
 
     def truth(self, y: np.ndarray, n_targets: int) -> np.ndarray:
         """The truth a metric scores: class ids, or the target columns (no extra ones)."""
@@ -566,6 +586,7 @@ class Retrieval(Objective):
     when larger; what a reranker reads), best first."""
 
     kind: ClassVar[str] = "items"
+    stratified: ClassVar[bool] = False
     CANDIDATES: ClassVar[int] = 100
     keep: int = CANDIDATES  # candidates kept per query: CANDIDATES, or answer_k when larger (for_competition)
     # Reciprocal-rank fusion: a listed candidate at rank r (0 first) scores 1 / (FUSION + r), the
@@ -689,6 +710,260 @@ class Retrieval(Objective):
         return {comp.answer_column: self.ranked(comp, preds, names, comp.answer_k)}
 
 
+@dataclass(frozen=True)
+class Spans(Objective):
+    """Parts of one of the row's texts (Tweet's selected words, NBME's character spans): every token
+    of the row's sequence gets an output (pooling "tokens", no pooling), the fast tokenizer's offsets
+    map them to characters (utils.spans), and a row's outputs are **character scores** (N, C, heads),
+    C its longest text, zero past a row's text: one head, each character's probability of lying in
+    a span (per-token binary cross-entropy: any number of spans, NBME); two, start and end
+    distributions (cross-entropy on the span's first and last token: one span, Tweet). The answer is
+    decoded from them (utils.spans.decode), written as the labels are (a text, or "s e;s e" offsets).
+
+    A row's target is (its span text, its answer as the file wrote it). oof.csv holds id, the label
+    column as written, pred (the answer) and fold; each fold folder's chars.npz the character scores
+    (float16), which blends average and the threshold is fitted on: each fold's from the other
+    folds' rows (settle), so the CV is the metric of exactly oof.csv's answers."""
+
+    kind: ClassVar[str] = "spans"
+    pooling: ClassVar[str] = "tokens"
+    fit: ClassVar[str] = "windows"
+    stratified: ClassVar[bool] = False
+    blank_answers: ClassVar[bool] = True
+    THRESHOLDS: ClassVar[tuple] = tuple(np.round(np.arange(0.2, 0.81, 0.05), 2))  # one head's: fitted among these
+    count: str = "many"  # "one": start/end; "many": a probability per character
+    labels_as: str = "offsets"  # "text" or "offsets" (utils.competition.SPAN_LABELS)
+    span_col: str = ""
+
+    def for_competition(self, comp) -> Spans:
+        return dataclasses.replace(self, count=comp.span_count, labels_as=comp.span_labels, span_col=comp.span_col)
+
+    @property
+    def heads(self) -> int:
+        return 2 if self.count == "one" else 1
+
+    def answer(self, cell, where: str = "label"):
+        """A label cell as an answer: its text ("" for an empty cell), or its spans (parsed)."""
+        from . import spans
+
+        if self.labels_as == "offsets":
+            return spans.parse_location(cell, where)
+        return "" if cell is None or (isinstance(cell, float) and np.isnan(cell)) else str(cell)
+
+    def spans_of(self, text: str, answer, where: str = "label") -> tuple:
+        """The answer's spans in `text`: offsets checked (merged where they overlap), a text aligned
+        (utils.spans.align: verbatim, else the best window of whole words)."""
+        from . import spans
+
+        if self.labels_as == "offsets":
+            return spans.check_spans(answer, text, where)
+        return spans.align(text, answer, where)[0]
+
+    def written(self, text: str, found) -> object:
+        """Decoded spans as the answer is written: a text, or the spans (format_location writes them)."""
+        from . import spans
+
+        return spans.span_text(text, found) if self.labels_as == "text" else tuple(found)
+
+    def check_labels(self, comp, df, name, items=None):
+        """Offsets that parse and lie inside their text; a text label found in its text (a label
+        sharing no word with it is refused; one found only approximately is counted, said in one
+        warning line, and trained on at its best alignment)."""
+        from . import spans
+
+        col, texts = comp.target_cols[0], df[self.span_col].astype(str).tolist()
+        loose = []
+        for i, (text, cell) in enumerate(zip(texts, df[col].tolist())):
+            where = f"{name}: column {col!r}, row {i + 2} ({comp.id_col} {df[comp.id_col].iloc[i]!r})"
+            try:
+                answer = self.answer(cell, where)
+                if self.labels_as == "offsets":
+                    spans.check_spans(answer, text, where)
+                elif not spans.align(text, answer, where)[1]:
+                    loose.append(i)
+            except ValueError as e:
+                raise DataError(str(e)) from None
+        if loose:
+            print(f"warning: {name}: column {col!r} is not found verbatim in column {self.span_col!r} at "
+                  f"{len(loose)} of {len(df)} rows (first: row {loose[0] + 2}); they train on their best "
+                  "alignment (the same words, or the window of whole words most like them) and are scored "
+                  "against the label as written", file=sys.stderr, flush=True)
+
+    def num_outputs(self, target_cols, labels, num_labels: int = 0):
+        return self.heads
+
+    def output_names(self, target_cols, labels):
+        return ("start", "end") if self.heads == 2 else ("span",)
+
+    def targets(self, df, target_cols, labels, extra_cols=()):
+        """(N,) objects: (the span text, the answer as the file wrote it)."""
+        col, out = target_cols[0], np.empty(len(df), dtype=object)
+        for i, (text, cell) in enumerate(zip(df[self.span_col].astype(str), df[col].tolist())):
+            out[i] = (text, self.answer(cell))
+        return out
+
+    def target_mean(self, y, n_targets, n_out):
+        """One head: the share of the training texts' characters inside a span (where the head's bias
+        starts: the logit of that share); two: none."""
+        if self.heads == 2:
+            return np.zeros(0)
+        inside = sum(sum(e - s for s, e in self.spans_of(text, answer)) for text, answer in y)
+        return np.array([inside / max(sum(len(text) for text, _ in y), 1)])
+
+    def head_bias(self, mean):
+        if not len(mean):
+            return np.zeros(self.heads)
+        m = np.clip(mean, 1e-4, 1 - 1e-4)
+        return np.log(m / (1 - m))
+
+    def loss(self, preds, y, weight=None, n_targets: int = 1, kind: str = "mse", min_se: float = 0.0):
+        """preds (B, S, heads) token logits; y: (B, S) 0/1 per token, -100 where no character of the
+        span text is (binary cross-entropy over the rest), or (B, 2) the first and last token of the
+        span (cross-entropy over the positions; utils.shapes.SpanRows masks what is not the text)."""
+        import torch.nn.functional as F
+
+        preds = preds.float()
+        if self.heads == 2:
+            per_row = (F.cross_entropy(preds[:, :, 0], y[:, 0].long(), reduction="none")
+                       + F.cross_entropy(preds[:, :, 1], y[:, 1].long(), reduction="none")) / 2
+            return _weighted_mean(per_row, weight)
+        y = y.float()
+        keep = (y != -100).float()
+        per_token = F.binary_cross_entropy_with_logits(preds[:, :, 0], y.clamp(min=0), reduction="none") * keep
+        if weight is None:
+            return per_token.sum() / keep.sum().clamp(min=1)
+        return _weighted_mean(per_token.sum(1) / keep.sum(1).clamp(min=1), weight)
+
+    def activate(self, logits):
+        import torch
+
+        return torch.sigmoid(logits) if self.heads == 1 else torch.softmax(logits.float(), dim=1)
+
+    def own_scores(self, y, pred, target_cols):
+        return {}
+
+    def truth(self, y, n_targets):
+        return _objects(answer for _, answer in y)
+
+    def decoded(self, y, pred, threshold: float = 0.5) -> list:
+        """Each row's answer from its character scores (N, C, heads), `threshold` for one head."""
+        from . import spans
+
+        return [self.written(text, spans.decode(text, p[: len(text)], threshold)) for (text, _), p in zip(y, pred)]
+
+    def scored(self, y, pred):
+        return _objects(self.decoded(y, pred))
+
+    def sample(self, comp, rows=16):
+        rng = np.random.default_rng(0)
+        y = np.empty(rows, dtype=object)
+        pred = np.zeros((rows, 24, self.heads))
+        for i in range(rows):
+            text = f"word{i} and some other words"[:24]
+            y[i] = (text, self.written(text, ((0, 5),)))
+            pred[i, :5] = 0.9 if self.heads == 1 else 0.0
+            if self.heads == 2:
+                pred[i, 0, 0], pred[i, 4, 1] = 0.9, 0.9
+        return y, np.clip(pred + rng.uniform(0, 0.05, pred.shape), 0, 1)
+
+    def prediction_columns(self, target_cols, labels):
+        return ["pred"]
+
+    def cell(self, answer) -> str:
+        """An answer as a csv cell: its text, or "s e;s e"."""
+        from . import spans
+
+        return spans.format_location(answer) if self.labels_as == "offsets" else str(answer)
+
+    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
+        """The label as written, the answer at the default threshold (settle fits it once other
+        folds exist), the fold; `attrs["chars"]`: the character scores, for the fold's chars.npz."""
+        oof = pd.DataFrame({"id": np.asarray(ids)})
+        oof[target_cols[0]] = df[target_cols[0]].to_numpy()
+        oof["pred"] = [self.cell(a) for a in self.decoded(y, pred)]
+        oof["fold"] = fold
+        oof.attrs["chars"] = [p[: len(text)] for (text, _), p in zip(y, pred)]
+        oof.attrs["texts"] = [text for text, _ in y]
+        return oof
+
+    def write_outputs(self, folder, oof) -> None:
+        """The fold's character scores beside its oof.csv (chars.npz, float16, atomically)."""
+        import json
+
+        from .files import atomic_file
+
+        chars = oof.attrs.get("chars")
+        if chars is None:
+            return
+        lengths = np.array([len(c) for c in chars], dtype=np.int64)
+        flat = np.concatenate(chars).astype(np.float16) if len(chars) else np.zeros((0, self.heads), np.float16)
+        with atomic_file(Path(folder) / CHARS) as tmp, open(tmp, "wb") as f:
+            np.savez_compressed(f, ids=oof["id"].astype(str).to_numpy(), lengths=lengths, scores=flat,
+                                texts=np.array(json.dumps(oof.attrs["texts"])))
+
+    def oof_arrays(self, oof, target_cols):
+        """(true answers, predicted answers) as oof.csv writes them."""
+        return (_objects(self.answer(c) for c in oof[target_cols[0]].tolist()),
+                _objects(self.answer(c) for c in oof["pred"].tolist()))
+
+    def settle(self, run, oof, metric=None):
+        """One head, two finished folds or more: each fold's answers decoded again at the threshold
+        (of THRESHOLDS) that scores best by `metric` on the other folds' character scores, written
+        to oof.csv; `attrs["thresholds"]` records them. Otherwise the rows as they are."""
+        folds = sorted(int(k) for k in oof["fold"].unique())
+        if self.heads != 1 or len(folds) < 2 or metric is None:
+            return oof
+        from . import runs
+        from .spans import decode
+
+        label = [c for c in oof.columns if c not in ("id", "pred", "fold")][0]
+        saved = {k: read_chars(Path(run) / f"fold{k}") for k in folds}
+        truth = {k: [self.answer(c) for c in oof.loc[oof["fold"] == k, label]] for k in folds}
+
+        def answers(k, t):
+            return [self.written(text, decode(text, p, t)) for text, p in saved[k]]
+
+        def score(ks, t):
+            return metric.score([a for k in ks for a in truth[k]], [a for k in ks for a in answers(k, t)])
+
+        thresholds, out = {}, oof.copy()
+        for k in folds:
+            others = [j for j in folds if j != k]
+            thresholds[k] = float(max(self.THRESHOLDS, key=lambda t: (score(others, t), -abs(t - 0.5))))
+            rows = np.flatnonzero(out["fold"].to_numpy() == k)
+            out.iloc[rows, out.columns.get_loc("pred")] = [self.cell(a) for a in answers(k, thresholds[k])]
+        runs.write_oof(run, out)
+        out.attrs["thresholds"] = thresholds
+        return out
+
+    def submission_columns(self, comp, preds, names, rule):
+        raise NotImplementedError("span submissions are written by utils.predict's span path")
+
+
+CHARS = "chars.npz"
+
+
+def _objects(values) -> np.ndarray:
+    """(N,) object array of any values (tuples stay whole: np.array would make them a dimension)."""
+    values = list(values)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values if not values or not isinstance(values[0], tuple) else [None] * len(values)
+    if values and isinstance(values[0], tuple):
+        for i, v in enumerate(values):
+            out[i] = v
+    return out
+
+
+def read_chars(folder) -> list:
+    """A fold's chars.npz: [(text, character scores (len(text), heads))] in oof.csv's row order."""
+    import json
+
+    with np.load(Path(folder) / CHARS, allow_pickle=False) as z:
+        texts, lengths, scores = json.loads(str(z["texts"])), z["lengths"], z["scores"].astype(np.float32)
+    cuts = np.concatenate([[0], np.cumsum(lengths)])
+    return [(t, scores[cuts[i]:cuts[i + 1]]) for i, t in enumerate(texts)]
+
+
 REGRESSION = Regression("regression", blend_metric="rmse", own_metrics=("rmse",),
                         submissions=("values", "labels"), scores=("values", "labels"), rules=("cutpoints",))
 CLASSIFICATION = Classification("classification", blend_metric="log_loss", own_metrics=("log_loss", "accuracy"),
@@ -700,7 +975,8 @@ MULTIPLE_CHOICE = MultipleChoice("multiple_choice", blend_metric="log_loss", own
                                  submissions=("ranking",), scores=("probabilities",), rules=())
 RETRIEVAL = Retrieval("retrieval", blend_metric="", own_metrics=(), submissions=("ranking",),
                       scores=("probabilities",), rules=())
-OBJECTIVES = {o.name: o for o in (REGRESSION, CLASSIFICATION, MULTILABEL, MULTIPLE_CHOICE, RETRIEVAL)}
+SPANS = Spans("spans", blend_metric="", own_metrics=(), submissions=("spans",), scores=("spans",), rules=())
+OBJECTIVES = {o.name: o for o in (REGRESSION, CLASSIFICATION, MULTILABEL, MULTIPLE_CHOICE, RETRIEVAL, SPANS)}
 
 
 def get_objective(name: str) -> Objective:

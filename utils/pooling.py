@@ -12,7 +12,8 @@ from torch import nn
 
 # "last": the last real token, what a decoder (causal LM) has read the whole text by; "cls", the
 # first token, is an encoder's summary and, in a decoder, a token that has seen nothing.
-POOLING_MODES = ("attention", "mean", "max", "cls", "last", "attention+mean")
+# "tokens": no pooling, every token's state goes to the head (span tasks: an output per token).
+POOLING_MODES = ("attention", "mean", "max", "cls", "last", "attention+mean", "tokens")
 
 
 def _mask(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -137,13 +138,26 @@ class AttentionMeanPooling(nn.Module):
         return (pooled, weights) if return_weights else pooled
 
 
+class TokenStates(nn.Module):
+    """No pooling: the token states themselves, (B, S, H) -> (B, S, H), for a head applied to every
+    token (span tasks: utils.shapes.SpanRows); padding is the caller's to ignore."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.output_dim = hidden_size
+
+    def forward(self, hidden_states, attention_mask=None):
+        return hidden_states
+
+
 def build_pooling(mode: str, hidden_size: int, **kw) -> nn.Module:
     """Pooling layer by name; `kw` (scorer, attention_dim) go to the attention modes only."""
     if mode == "attention":
         return AttentionPooling(hidden_size, **kw)
     if mode == "attention+mean":
         return AttentionMeanPooling(hidden_size, **kw)
-    simple = {"mean": MeanPooling, "max": MaxPooling, "cls": CLSPooling, "last": LastTokenPooling}
+    simple = {"mean": MeanPooling, "max": MaxPooling, "cls": CLSPooling, "last": LastTokenPooling,
+              "tokens": TokenStates}
     if mode not in simple:
         raise ValueError(f"unknown pooling mode {mode!r}; valid modes: {', '.join(POOLING_MODES)}")
     return simple[mode](hidden_size)

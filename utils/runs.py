@@ -40,7 +40,7 @@ from .data import DataError
 from .files import BACKBONE_CONFIG, file_sha256, fold_dirs, write_csv, write_json
 from .fold import first_fold
 from .metrics import METRICS as REGISTERED_METRICS
-from .objective import Objective, get_objective
+from .objective import Objective, objective_of
 
 CONFIG = "config.json"
 FOLDS = "folds.csv"
@@ -225,7 +225,7 @@ def read_oof(run, target: str = "target") -> Oof:
         raise FileNotFoundError(f"{run} has no {OOF}: not a run folder with a finished fold")
     frame = pd.read_csv(run / OOF, dtype={"id": str})
     comp = run_competition(run, target)
-    objective = get_objective(comp.model_task)
+    objective = objective_of(comp)
     truth = tuple(comp.target_cols[:1] if objective.classes else comp.target_cols)
     labels = objective.oof_labels(frame.columns) if objective.classes else None
     preds = tuple(objective.prediction_columns(truth, labels))

@@ -17,6 +17,7 @@ catalogue is utils.search's.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -320,7 +321,164 @@ def _embed(model, ds, tokenizer, batch_size: int, device) -> np.ndarray:
     return out
 
 
-SHAPES = {"options": OptionRows, "items": CatalogueRows}
+class SpanDataset(torch.utils.data.Dataset):
+    """Rows whose answers are spans of a text: the text alone, or a (condition, text) pair; each
+    tokenized whole with the fast tokenizer's character offsets. A row longer than max_len becomes
+    windows of the text's tokens (half a window apart, the last ending at its end), each with the
+    special tokens and the condition around it. Item i is a window: its ids, its targets (a 0/1 per
+    token of the text, -100 elsewhere; or its first and last token of the span, the first token
+    (CLS) when the window holds none), `span_mask` (the text's tokens). `per_text` turns the
+    windows' token outputs into each row's character scores (the mean where windows overlap)."""
+
+    def __init__(self, inputs, tokenizer, max_len: int, targets=None, weights=None, heads: int = 1,
+                 objective=None):
+        from . import spans
+        from .competition import with_separator
+
+        if not getattr(tokenizer, "is_fast", False):
+            raise ValueError(f"span tasks need a fast tokenizer (its character offsets): {type(tokenizer).__name__} "
+                             "is a slow one; use the backbone's tokenizer.json (transformers' *TokenizerFast)")
+        inputs = with_separator(list(inputs), tokenizer)
+        pairs = bool(inputs) and isinstance(inputs[0], (tuple, list))
+        self.texts = [str(t[1]) if pairs else str(t) for t in inputs]
+        first = [str(t[0]) for t in inputs] if pairs else self.texts
+        enc = tokenizer(first, self.texts if pairs else None, truncation=False, verbose=False,
+                        return_offsets_mapping=True)
+        side = 1 if pairs else 0
+        self.input_ids, self.offsets, self.masks, owner, tgt, self.n_truncated = [], [], [], [], [], 0
+        for i, ids in enumerate(enc["input_ids"]):
+            seq = enc.sequence_ids(i)
+            offsets = np.asarray(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2)
+            mask = np.array([x == side for x in seq], dtype=bool)
+            if targets is not None:
+                text, answer = targets[i]
+                found = objective.spans_of(text, answer, f"row {i + 1}")
+                labels = spans.token_targets(offsets, found, text, mask)
+            keep = np.arange(len(ids))
+            windows = [keep]
+            if len(ids) > max_len:
+                self.n_truncated += 1
+                body = np.flatnonzero(mask)
+                around = np.flatnonzero(~mask)
+                prefix, suffix = around[around < body[0]], around[around > body[-1]]
+                room = max(1, max_len - len(prefix) - len(suffix))
+                starts = list(range(0, max(len(body) - room, 0) + 1, max(1, room // 2)))
+                if starts[-1] + room < len(body):
+                    starts.append(len(body) - room)
+                windows = [np.concatenate([prefix, body[s0:s0 + room], suffix]) for s0 in starts]
+            for w in windows:
+                self.input_ids.append([ids[j] for j in w])
+                self.offsets.append(offsets[w])
+                self.masks.append(mask[w])
+                owner.append(i)
+                if targets is not None:
+                    t = labels[w]
+                    if heads == 2:
+                        on = np.flatnonzero(t == 1)
+                        t = np.array([on[0], on[-1]] if len(on) else [0, 0], dtype=np.int64)
+                    tgt.append(t)
+        self.owner = np.asarray(owner, dtype=int)
+        self.n_texts, self.heads = len(self.texts), heads
+        self.cut = np.zeros(0, int)  # a long text is read whole, in windows
+        self.lengths = np.array([len(x) for x in self.input_ids])
+        self.targets = tgt if targets is not None else None
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float32)[self.owner]
+
+    def per_text(self, pred: np.ndarray) -> np.ndarray:
+        """Token outputs (windows, S, heads) -> character scores (rows, C, heads), C the longest
+        text, 0 past each row's text: each window's on the characters its text tokens span, the
+        mean where windows overlap."""
+        from . import spans
+
+        width = max([len(t) for t in self.texts] + [1])
+        sums = np.zeros((self.n_texts, width, self.heads), dtype=np.float64)
+        counts = np.zeros((self.n_texts, width), dtype=np.float64)
+        for w, row in enumerate(self.owner):
+            text, offsets, mask = self.texts[row], self.offsets[w], self.masks[w]
+            used = mask & (offsets[:, 1] > offsets[:, 0])
+            if not used.any():
+                continue
+            lo, hi = int(offsets[used, 0].min()), int(offsets[used, 1].max())
+            scores = spans.char_scores(offsets, pred[w, : len(offsets)], len(text), mask)
+            sums[row, lo:hi] += scores[lo:hi]
+            counts[row, lo:hi] += 1
+        return (sums / np.maximum(counts, 1)[:, :, None]).astype(np.float32)
+
+    def __len__(self):
+        return len(self.input_ids)
+
+    def __getitem__(self, i):
+        item = {"input_ids": self.input_ids[i], "index": i, "span_mask": self.masks[i]}
+        if self.targets is not None:
+            item["target"] = self.targets[i]
+        if self.weights is not None:
+            item["weight"] = self.weights[i]
+        return item
+
+
+class SpanCollator(Collator):
+    """Pads on the right (a token's place is its place in the offsets), token targets with -100;
+    `span_mask` (B, S): the text's tokens. `heads` 2: targets are (B, 2) token positions."""
+
+    def __init__(self, pad_token_id: int, heads: int = 1):
+        super().__init__(pad_token_id, 8, torch.float32, "right")
+        self.heads = heads
+
+    def __call__(self, items):
+        batch = super().__call__([{k: v for k, v in x.items() if k not in ("target", "span_mask")} for x in items])
+        width = batch["input_ids"].shape[1]
+        mask = torch.zeros((len(items), width), dtype=torch.bool)
+        for row, x in enumerate(items):
+            mask[row, : len(x["span_mask"])] = torch.as_tensor(x["span_mask"])
+        batch["span_mask"] = mask
+        if "target" in items[0]:
+            if self.heads == 2:
+                batch["target"] = torch.as_tensor(np.stack([x["target"] for x in items]), dtype=torch.long)
+            else:
+                target = torch.full((len(items), width), -100.0)
+                for row, x in enumerate(items):
+                    target[row, : len(x["target"])] = torch.as_tensor(x["target"], dtype=torch.float32)
+                batch["target"] = target
+        return batch
+
+
+@dataclass(frozen=True)
+class SpanRows(TextRows):
+    """A row's text (with its condition: a pair) -> one sequence (or windows) -> an output per token
+    -> character scores (SpanDataset.per_text). The heads (1: in or out; 2: start and end) are the
+    objective's (utils.objective.Spans), which reads the spans from the labels."""
+
+    objective: object = None  # utils.objective.Spans, for its competition (shape_of gives it)
+    blank_note: ClassVar[str] = "answered with no span"
+
+    def blank(self, inputs) -> np.ndarray:
+        return np.zeros(len(inputs), dtype=bool)  # an empty text has no character: its answer is empty anyway
+
+    def dataset(self, inputs, tokenizer, max_len: int, targets=None, weights=None, fit: str = "windows"):
+        return SpanDataset(inputs, tokenizer, max_len, targets, weights, self.heads, self.objective)
+
+    def collator(self, tokenizer, target_dtype, data=None, seed: int = 0):
+        return SpanCollator(tokenizer.pad_token_id or 0, self.heads)
+
+    def eval_collator(self, tokenizer, target_dtype):
+        return SpanCollator(tokenizer.pad_token_id or 0, self.heads)
+
+    @property
+    def heads(self) -> int:
+        return self.objective.heads
+
+    def forward(self, model, batch):
+        """(B, S, heads) token logits; with two heads, a position outside the text (but the first,
+        which answers "no span") cannot start or end one."""
+        logits = model(batch["input_ids"], batch["attention_mask"]).float()
+        if self.heads == 2:
+            allowed = batch["span_mask"].clone()
+            allowed[:, 0] = True
+            logits = logits.masked_fill(~allowed[:, :, None], -1e4)
+        return logits
+
+
+SHAPES = {"options": OptionRows, "items": CatalogueRows, "spans": SpanRows}
 
 
 def shape_of(comp, cfg=None) -> TextRows:
@@ -333,4 +491,7 @@ def shape_of(comp, cfg=None) -> TextRows:
         settings = {k: cfg[k] for k in keys if k in cfg}
     else:
         settings = {k: getattr(cfg, k) for k in keys} if cfg is not None else {}
-    return SHAPES.get(kind, TextRows)(**settings)
+    cls = SHAPES.get(kind, TextRows)
+    if "objective" in {f.name for f in dataclasses.fields(cls)}:  # a shape that reads its labels as it says
+        settings["objective"] = objective_of(comp)
+    return cls(**settings)

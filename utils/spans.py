@@ -352,3 +352,51 @@ def entity_fbeta(true_entities, pred_entities, beta: float = 5.0) -> float:
     if tp == 0:
         return 0.0
     return float((1 + b2) * tp / ((1 + b2) * tp + b2 * (len(t) - tp) + (len(p) - tp)))
+
+
+def token_edges_to_char(offsets, token_probs, len_text: int, edge: str, sequence_mask=None) -> np.ndarray:
+    """(len_text,) float32 from one score per token (T,) of a start or end head: each token's score
+    on its first character (`edge` "start") or its last ("end"), 0 on every other character; where
+    tokens share that character, the larger. A start/end model's distributions in character space,
+    where tokenizers agree on a word's edges (their blend averages there)."""
+    if edge not in ("start", "end"):
+        raise ValueError(f"token_edges_to_char: edge is 'start' or 'end', got {edge!r}")
+    starts, ends, used = _offsets(offsets, len_text, sequence_mask, "token_edges_to_char")
+    probs = np.asarray(token_probs, dtype=np.float32).reshape(-1)
+    if len(probs) != len(starts):
+        raise ValueError(f"token_edges_to_char: {len(probs)} token scores for {len(starts)} offsets")
+    out = np.zeros(len_text, dtype=np.float32)
+    at = (starts if edge == "start" else ends - 1)[used]
+    np.maximum.at(out, at, probs[used])
+    return out
+
+
+def char_scores(offsets, token_probs, len_text: int, sequence_mask=None) -> np.ndarray:
+    """(len_text, heads) character scores from a sequence's token outputs (T, heads): one head, the
+    probability that a character lies in a span (token_to_char_probs); two, a start and an end
+    distribution on the words' first and last characters (token_edges_to_char)."""
+    probs = np.asarray(token_probs, dtype=np.float32)
+    probs = probs.reshape(len(probs), -1)
+    if probs.shape[1] == 1:
+        return token_to_char_probs(offsets, probs[:, 0], len_text, sequence_mask)[:, None]
+    return np.stack([token_edges_to_char(offsets, probs[:, j], len_text, edge, sequence_mask)
+                     for j, edge in enumerate(("start", "end"))], axis=1)
+
+
+def decode(text: str, scores, threshold: float = 0.5) -> tuple:
+    """A row's spans from its character scores (len(text), heads): one head, the characters above
+    `threshold` (decode_threshold, joined across whitespace); two, the best start <= end pair of
+    the start and end distributions (best_span on their logarithms), stripped of whitespace at its
+    edges. An empty text has no span."""
+    scores = np.asarray(scores, dtype=float).reshape(len(text), -1) if len(text) else np.zeros((0, 1))
+    if not len(text):
+        return ()
+    if scores.shape[1] == 1:
+        return decode_threshold(scores[:, 0], threshold, text)
+    s, e = best_span(np.log(scores[:, 0] + 1e-12), np.log(scores[:, 1] + 1e-12))
+    return strip_spans(((s, e),), text)
+
+
+def span_text(text: str, spans) -> str:
+    """The answer written as text: the spans' texts, joined by a space."""
+    return " ".join(text[s:e] for s, e in spans)

@@ -69,7 +69,7 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
         dup = table[key].duplicated()
         if dup.any():
             raise DataError(f"{file}: column {key!r} repeats {table[key][dup].iloc[0]!r}: one row per key")
-        df[key] = df[key].astype(str)
+        df[key], table[key] = join_key(df[key]), join_key(table[key])
         unmatched = ~df[key].isin(table[key])
         if unmatched.any():
             raise DataError(f"{name}: {int(unmatched.sum())} rows have a {key!r} missing from {file}, "
@@ -83,17 +83,28 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
             df[comp.id_col] = df[comp.id_col].astype(str)
         name = f"{name} (reshaped by {comp.reshape!r})"
     targets = comp.target_cols if split == "train" else ()
-    extra = ((comp.group_col,) if split == "train" and comp.group_col else ()) + tuple(extra_cols)
+    extra = tuple(c for c in (comp.group_col, comp.stratify_col) if split == "train" and c) + tuple(extra_cols)
     extra += tuple(c for c in comp.options if c not in extra)
-    labelled = objective_of(comp).labelled
+    obj = objective_of(comp)
+    if obj.blank_answers:  # an empty answer is an answer (no span): checked by the objective, not as a label
+        extra, targets = extra + tuple(targets), ()
+    labelled = obj.labelled
     df = check_frame(df, name, comp.text_cols, targets, comp.id_col, extra, labelled, blank,
                      () if labelled else comp.target_range)
     warn_blank_options(df, name, comp.options, comp.id_col)
     if targets and objective_of(comp).kind == "items":  # catalogue ids as the catalogue reads them (583.0: 583)
         df[targets[0]] = df[targets[0]].map(item_id)
-    if targets:
+    if split == "train":
         check_labels(comp, df, name, path.parent)
     return df
+
+
+def join_key(values: pd.Series) -> pd.Series:
+    """A join key as text, whole numbers without leading zeros: NBME's test file writes the note
+    `00016` and the feature `000` where its other tables write 16 and 0."""
+    text = values.astype(str).str.strip()
+    digits = text.str.fullmatch(r"[0-9]+")
+    return text.where(~digits, text[digits].str.lstrip("0").replace("", "0"))
 
 
 def warn_blank_options(df: pd.DataFrame, name: str, options, id_col: str) -> None:
@@ -202,4 +213,6 @@ def competition_folds(comp: Competition, df: pd.DataFrame, n_folds: int = 5, see
     EDA's baselines and the benchmarks share these folds."""
     group = comp.group_col if comp.folds == "group" else ""
     obj = objective_of(comp)
-    return make_folds(df, n_folds, seed, comp.target_cols, obj.labelled, group, stratify=obj.kind != "items")
+    if comp.stratify_col:  # stratified on a column of its own (Tweet's sentiment), as on a class label
+        return make_folds(df, n_folds, seed, (comp.stratify_col,), True, group)
+    return make_folds(df, n_folds, seed, comp.target_cols, obj.labelled, group, stratify=obj.stratified)

@@ -131,9 +131,9 @@ def scores(comp: Competition, y: np.ndarray, pred: np.ndarray) -> dict:
     'score' is what checkpoints minimise: the competition's metric, as a loss."""
     obj, m = objective_of(comp), get_metric(comp.metric_name)
     out = obj.own_scores(y, pred, comp.target_cols)
-    truth = obj.truth(y, len(comp.target_cols))
-    out[m.name] = m.score(truth, pred)
-    out["score"] = m.loss(truth, pred)
+    truth, given = obj.truth(y, len(comp.target_cols)), obj.scored(y, pred)
+    out[m.name] = m.score(truth, given)
+    out["score"] = m.loss(truth, given)
     return out
 
 
@@ -249,14 +249,19 @@ def predict_loader(model, loader, accelerator, n: int, activate, shape: TextRows
         preds = shape.forward(model, batch).float()
         out.append(activate(preds))
         idx.append(batch["index"])
+    if out and out[0].ndim == 3:  # an output per token (B, S, heads): batches padded to the widest with 0
+        width = max(o.shape[1] for o in out)
+        out = [torch.nn.functional.pad(o, (0, 0, 0, width - o.shape[1])) for o in out]
     idx, out = torch.cat(idx), torch.cat(out)
-    # Processes may hold different row counts: pad, gather, then drop the padding (-1).
+    # Processes may hold different row counts (and token widths): pad, gather, then drop the padding (-1).
     idx = accelerator.pad_across_processes(idx, pad_index=-1)
+    if out.ndim == 3:
+        out = accelerator.pad_across_processes(out, dim=1)
     out = accelerator.pad_across_processes(out)
     idx, out = accelerator.gather((idx, out))
     keep = (idx >= 0).cpu().numpy()
     rows = idx.cpu().numpy()[keep]
-    result = np.zeros((n, out.shape[1]), dtype=np.float64)
+    result = np.zeros((n, *out.shape[1:]), dtype=np.float64)
     result[rows] = out.cpu().numpy()[keep]  # repeated rows: same values
     if len(np.unique(rows)) != n:  # by index: a diverged model's NaN predictions are still rows
         raise RuntimeError("validation predictions do not cover every row")
@@ -683,12 +688,16 @@ def own_figures(comp: Competition, truth: np.ndarray, pred: np.ndarray, folds: n
 def summarize(cfg: TrainConfig, comp: Competition, out: Path) -> dict:
     """Rebuild OUT's OOF rows and metrics from the finished folds (utils.runs writes them)."""
     done = runs.finished_folds(out)
-    oof = runs.collect_oof(out)
+    metric = get_metric(comp.metric_name)
+    oof = objective_of(comp).settle(out, runs.collect_oof(out), metric)  # a span task's answers at fitted thresholds
     seconds = {k: round(runs.read_history(out, k)["seconds"], 1) for k in done}
     truth, pred = objective_of(comp).oof_arrays(oof, comp.target_cols)
     pred = as_submitted(comp, pred)  # oof.csv holds them so; a run's folds from before it did: clipped here
-    folds, metric = oof["fold"].to_numpy(), get_metric(comp.metric_name)
+    folds = oof["fold"].to_numpy()
     metrics = metric_summary(metric, truth, pred, folds)
+    if "thresholds" in oof.attrs:
+        metrics["thresholds_per_fold"] = oof.attrs["thresholds"]
+        metrics["cv_rule"] = "each fold's threshold fitted on the other folds' character scores"
     per_metric = own_figures(comp, truth, pred, folds, metric)
     if per_metric:
         metrics["per_metric"] = per_metric
@@ -768,6 +777,7 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
                                                   "target_mean": info["target_mean"],
                                                   "train": identity(cfg, comp), "competition": comp.to_dict()})
                 runs.write_fold_summaries(tmp, oof, info)
+                objective_of(comp).write_outputs(tmp, oof)  # e.g. a span task's character scores
             resume.remove(out, fold)
             metrics = summarize(cfg, comp, out)
             accelerator.print(
