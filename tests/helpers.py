@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, tiny_frame
+from conftest import ROOT, WORDS, tiny_frame
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> Path:
@@ -256,9 +257,54 @@ def tiny_data(slug: str, folder: Path, n: int = 12) -> Path:
         train = pd.DataFrame({"essay_id": ids, "full_text": ESSAY, "score": rng.integers(1, 7, n)})
         test = pd.DataFrame({"essay_id": test_ids, "full_text": ESSAY})
         sub = pd.DataFrame({"essay_id": test_ids, "score": 3})
+    elif slug == "tweet-sentiment-extraction":
+        train = tweet_table(n)
+        test = tweet_table(3, seed=1).drop(columns=["selected_text"]).assign(textID=test_ids)
+        sub = pd.DataFrame({"textID": test_ids, "selected_text": ""})
+    elif slug == "nbme-score-clinical-patient-notes":
+        return nbme_folder(folder, max(n // 2, 4))
     train.to_csv(folder / "train.csv", index=False)
     test.to_csv(folder / "test.csv", index=False)
     sub.to_csv(folder / "sample_submission.csv", index=False)
+    return folder
+
+
+def tweet_table(n: int = 24, seed: int = 0) -> pd.DataFrame:
+    """Tweet Sentiment Extraction's columns over the tiny models' words: selected_text a run of words
+    of the text (the whole text when neutral, as most neutral rows are)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        words = list(rng.choice(WORDS, 8))
+        sentiment = ("positive", "negative", "neutral")[i % 3]
+        s = int(rng.integers(0, 6))
+        selected = " ".join(words) if sentiment == "neutral" else " ".join(words[s:s + 2])
+        rows.append({"textID": f"{i:08x}", "text": " ".join(words), "selected_text": selected, "sentiment": sentiment})
+    return pd.DataFrame(rows)
+
+
+def nbme_folder(folder: Path, notes: int = 8, seed: int = 0) -> Path:
+    """NBME's files over the tiny words: patient_notes.csv, features.csv (numbers written 000, as
+    Kaggle's), train.csv (a row per note and feature, `location` lists, `[]` for none) and a test.csv
+    writing the note 00000-style, as Kaggle's does."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    features = pd.DataFrame({"feature_num": ["000", "001"], "case_num": 0, "feature_text": ["cat-OR-dog", "sun"]})
+    texts = [" ".join(rng.choice(WORDS, 14)) + " the cat and the sun" for _ in range(notes)]
+    pd.DataFrame({"pn_num": range(notes), "case_num": 0, "pn_history": texts}).to_csv(folder / "patient_notes.csv",
+                                                                                      index=False)
+    rows = []
+    for i, text in enumerate(texts):
+        for f, word in ((0, "cat"), (1, "sun")):
+            found = [m.span() for m in re.finditer(rf"\b{word}\b", text)]
+            rows.append({"id": f"{i:05d}_{f:03d}", "case_num": 0, "pn_num": i, "feature_num": f,
+                         "annotation": str([word] * len(found)), "location": str([f"{s} {e}" for s, e in found])})
+    pd.DataFrame(rows).to_csv(folder / "train.csv", index=False)
+    features.to_csv(folder / "features.csv", index=False)
+    ids = ["00001_000", "00001_001", "00002_000"]
+    pd.DataFrame({"id": ids, "case_num": 0, "pn_num": ["00001", "00001", "00002"],
+                  "feature_num": ["000", "001", "000"]}).to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"id": ids, "location": ""}).to_csv(folder / "sample_submission.csv", index=False)
     return folder
 
 

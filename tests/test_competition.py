@@ -29,13 +29,16 @@ def test_each_builtin_reads_its_real_shape_and_round_trips(slug, tmp_path):
     if slug == "commonlit-evaluate-student-summaries":
         assert c.text_pair and texts[0] == ("Summarize how the experiment ended.", "The third wave was an experiment.")
         assert c.input_texts(test)[0] == ("Summarize.", "A summary.")  # the test prompts' question
+    elif c.task == "spans":  # (condition, text) pairs: the sentiment or the feature, then the span text
+        assert c.text_pair and texts[0][1] == train[c.span_col].iloc[0] and c.span_side == 1
     elif slug == "nlp-getting-started":
         assert texts[:2] == ["fire Forest fire near La Ronge Sask. Canada", "Forest fire near La Ronge Sask. Canada"]
     else:
         assert isinstance(texts[0], str) and not c.text_pair
     y = train[list(c.target_cols)]
     assert y.shape[1] == len(c.target_cols)
-    assert c.model_task in ("regression", "classification", "retrieval", "multiple_choice") and c.metric_name in METRICS
+    assert c.model_task in ("regression", "classification", "retrieval", "multiple_choice", "spans")
+    assert c.metric_name in METRICS
     answer = [c.answer_column] if c.ranking else list(c.target_cols)
     assert list(pd.read_csv(data / c.sample_submission).columns) == [c.id_col, *answer]
     c.save(tmp_path / "c.json")

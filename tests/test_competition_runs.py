@@ -14,6 +14,7 @@ from helpers import assert_one_line_error, cfg_for, tiny_data
 from utils import ensemble, predict
 from utils.competition import BUILTIN, load_competition
 from utils.metrics import apply_rule, get_metric
+from utils.objective import objective_of
 from utils.shapes import shape_of
 from utils.tables import read_catalogue, read_table
 from utils.train import run_cv
@@ -66,6 +67,16 @@ def test_each_competition_trains_predicts_and_submits_as_its_sample(slug, tmp_pa
     items = read_catalogue(comp, data) if comp.catalogue else None
     kw = {"items": items["text"].tolist()} if comp.catalogue else {}
     raw = predict.predict([run], shape_of(comp).inputs(comp, test), progress=False, **kw)
+    if comp.task == "spans":  # each test text's answer, decoded from the runs' character scores
+        from utils.spans import decode
+
+        obj, t = objective_of(comp), (metrics.get("rule") or {}).get("threshold", 0.5)
+        texts = test[comp.span_col].tolist()
+        expect = dict(zip(test[comp.id_col], [obj.cell(obj.written(x, decode(x, r[: len(x)], t)))
+                                              for x, r in zip(texts, raw)]))
+        assert raw.shape == (len(test), max(map(len, texts)), obj.heads)
+        assert sub[comp.target_cols[0]].fillna("").tolist() == [expect[i] for i in sub[comp.id_col]]
+        return
     raw = pd.DataFrame(np.asarray(raw).reshape(len(test), -1), index=test[comp.id_col]).loc[sub[comp.id_col]]
     if comp.ranking:  # the top answer_k candidates of the runs' scores, best first
         names = np.array(items["id"] if comp.catalogue else comp.options)

@@ -182,3 +182,40 @@ def test_a_rerankers_offline_kernel_retrieves_then_reranks(tmp_path, tiny_bert):
     for a, b in zip(got[comp.answer_column], plain[comp.answer_column].astype(str)):
         assert sorted(a.split()[:25]) == sorted(b.split()[:25])
     assert (got[comp.answer_column] != plain[comp.answer_column].astype(str)).all()  # in another order
+
+
+@pytest.mark.parametrize("slug", ["tweet-sentiment-extraction", "nbme-score-clinical-patient-notes"])
+def test_a_span_competitions_offline_kernel_writes_the_samples_answers(slug, tmp_path, tiny_bert):
+    """Tweet (the span's text) and NBME (offsets "s e;s e", its notes and features joined from the
+    tables beside the test file, the test file writing the note 00001 where they write 1): the
+    bundle's kernel, offline, writes what utils.predict writes from the same bundled runs, in the
+    sample's rows and column."""
+    data = tiny_data(slug, tmp_path / "d", 24)
+    comp = load_competition(slug)
+    run = tmp_path / "run"
+    run_cv(cfg_for(data / comp.train_file, run, tiny_bert, competition=slug, max_steps=2, max_len=16))
+    out = build(BundleSpec([run], OWNER, tmp_path / "bundle", notebooks=[submission_notebook(tmp_path)],
+                           wheels=None))
+    kernel = Path(out["kernels"][0]["path"])
+    meta = json.loads((kernel / "kernel-metadata.json").read_text())
+    inp = tmp_path / "input"
+    joined = [data / f for f, *_ in comp.test_joins]
+    input_tree(inp, "new", out, data / comp.test_file, [data / comp.sample_submission, *joined])
+    work = run_offline(kernel / meta["code_file"], inp, tmp_path)
+    got = pd.read_csv(work / "submission.csv", dtype=str, keep_default_na=False)
+    models = Path(out["models"]["path"])
+    want = predict.submit([models / r for r in out["models"]["runs"]], data / comp.test_file, tmp_path / "want.csv",
+                          progress=False)
+    want = pd.read_csv(tmp_path / "want.csv", dtype=str, keep_default_na=False)
+    sample = pd.read_csv(data / comp.sample_submission, dtype=str)
+    assert list(got.columns) == list(sample.columns) and got[comp.id_col].tolist() == sample[comp.id_col].tolist()
+    assert got.equals(want)
+    from utils.spans import check_spans, parse_location
+    from utils.tables import read_table
+
+    texts = read_table(comp, data, "test").set_index(comp.id_col)[comp.span_col]
+    for i, answer in zip(got[comp.id_col], got[comp.target_cols[0]]):
+        if comp.span_labels == "text":  # one span, copied from its tweet
+            assert answer and answer in texts[i]
+        else:  # offsets inside its note
+            check_spans(parse_location(answer), texts[i])

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import nbme_folder, tweet_table
 
 from utils.spans import (
     align,
@@ -548,49 +549,6 @@ def dataclasses_replace(obj, **kw):
     return dataclasses.replace(obj, **kw)
 
 
-def tweet_table(n: int = 24, seed: int = 0) -> pd.DataFrame:
-    """Tweet Sentiment Extraction's columns over the tiny models' words: selected_text a run of words
-    of the text (the whole text when neutral, as most neutral rows are)."""
-    from conftest import WORDS
-
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(n):
-        words = list(rng.choice(WORDS, 8))
-        sentiment = ("positive", "negative", "neutral")[i % 3]
-        s = int(rng.integers(0, 6))
-        selected = " ".join(words) if sentiment == "neutral" else " ".join(words[s:s + 2])
-        rows.append({"textID": f"{i:08x}", "text": " ".join(words), "selected_text": selected, "sentiment": sentiment})
-    return pd.DataFrame(rows)
-
-
-def nbme_folder(folder: Path, notes: int = 8, seed: int = 0) -> Path:
-    """NBME's files over the tiny words: patient_notes.csv, features.csv (numbers written 000, as
-    Kaggle's), train.csv (a row per note and feature, `location` lists, `[]` for none) and a test.csv
-    writing the note 00000-style, as Kaggle's does."""
-    from conftest import WORDS
-
-    rng = np.random.default_rng(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    features = pd.DataFrame({"feature_num": ["000", "001"], "case_num": 0, "feature_text": ["cat-OR-dog", "sun"]})
-    texts = [" ".join(rng.choice(WORDS, 14)) + " the cat and the sun" for _ in range(notes)]
-    pd.DataFrame({"pn_num": range(notes), "case_num": 0, "pn_history": texts}).to_csv(folder / "patient_notes.csv",
-                                                                                      index=False)
-    rows = []
-    for i, text in enumerate(texts):
-        for f, word in ((0, "cat"), (1, "sun")):
-            found = [m.span() for m in re.finditer(rf"\b{word}\b", text)]
-            rows.append({"id": f"{i:05d}_{f:03d}", "case_num": 0, "pn_num": i, "feature_num": f,
-                         "annotation": str([word] * len(found)), "location": str([f"{s} {e}" for s, e in found])})
-    pd.DataFrame(rows).to_csv(folder / "train.csv", index=False)
-    features.to_csv(folder / "features.csv", index=False)
-    pd.DataFrame({"id": ["00001_000", "00001_001"], "case_num": 0, "pn_num": ["00001", "00001"],
-                  "feature_num": ["000", "001"]}).to_csv(folder / "test.csv", index=False)
-    pd.DataFrame({"id": ["00001_000", "00001_001"], "location": ["", ""]}).to_csv(folder / "sample_submission.csv",
-                                                                                index=False)
-    return folder
-
-
 @pytest.mark.versions
 @pytest.mark.parametrize("slug", [TWEET, NBME])
 def test_a_span_run_trains_and_its_cv_is_the_metric_of_oof_answers(slug, tmp_path, tiny_bert):
@@ -671,8 +629,8 @@ def test_join_keys_written_with_leading_zeros_match(tmp_path):
     folder = nbme_folder(tmp_path)
     test = read_table(BUILTIN[NBME], folder, "test")
     notes = pd.read_csv(folder / "patient_notes.csv")
-    assert test["pn_history"].tolist() == [notes["pn_history"][1]] * 2
-    assert test["feature_text"].tolist() == ["cat-OR-dog", "sun"]
+    assert test["pn_history"].tolist() == [notes["pn_history"][1]] * 2 + [notes["pn_history"][2]]
+    assert test["feature_text"].tolist() == ["cat-OR-dog", "sun", "cat-OR-dog"]
 
 
 @pytest.mark.parametrize("cell, message", [

@@ -203,9 +203,10 @@ class Objective:
         """A run's (N, outputs) predictions as predict_run returns them: (N,) for one target."""
         return pred
 
-    def submission_columns(self, comp, preds: np.ndarray, names, rule) -> dict:
+    def submission_columns(self, comp, preds: np.ndarray, names, rule, test=None) -> dict:
         """{column: values} of the competition's submission: class probabilities or labels (by
-        `rule`), or values (clipped to the targets' range) or integer labels."""
+        `rule`), or values (clipped to the targets' range) or integer labels; `test`: the test
+        rows (a span task's answers are parts of their texts)."""
         raise NotImplementedError
 
 
@@ -284,7 +285,7 @@ class Regression(Objective):
     def run_output(self, pred):
         return pred[:, 0] if pred.shape[1] == 1 else pred
 
-    def submission_columns(self, comp, preds, names, rule):
+    def submission_columns(self, comp, preds, names, rule, test=None):
         lo, hi = comp.target_range or (-np.inf, np.inf)
         if comp.submission_kind == "labels":
             return {comp.target_cols[0]: np.clip(apply_rule(rule, preds), lo, hi).astype(int)}
@@ -408,7 +409,7 @@ class Classification(Objective):
     def pseudo_columns(self, output_names):
         return [f"prob_{n}" for n in map(str, output_names)]
 
-    def submission_columns(self, comp, preds, names, rule):
+    def submission_columns(self, comp, preds, names, rule, test=None):
         target = comp.target_cols[0]
         if comp.submission_kind == "probabilities":
             if len(comp.target_cols) == 1 and len(names) == 2:
@@ -495,7 +496,7 @@ class MultiLabel(Objective):
         return (oof[list(target_cols)].to_numpy(dtype=float),
                 oof[self.prediction_columns(target_cols, None)].to_numpy(dtype=float))
 
-    def submission_columns(self, comp, preds, names, rule):
+    def submission_columns(self, comp, preds, names, rule, test=None):
         if comp.submission_kind == "labels":
             return {c: (preds[:, j] >= 0.5).astype(int) for j, c in enumerate(comp.target_cols)}
         return {c: preds[:, j] for j, c in enumerate(comp.target_cols)}
@@ -571,7 +572,7 @@ class MultipleChoice(Classification):
         oof["fold"] = fold
         return oof
 
-    def submission_columns(self, comp, preds, names, rule):
+    def submission_columns(self, comp, preds, names, rule, test=None):
         return {comp.answer_column: self.ranked(comp, preds, names, comp.answer_k)}
 
 
@@ -706,7 +707,7 @@ class Retrieval(Objective):
     def oof_labels(self, columns):
         return []
 
-    def submission_columns(self, comp, preds, names, rule):
+    def submission_columns(self, comp, preds, names, rule, test=None):
         return {comp.answer_column: self.ranked(comp, preds, names, comp.answer_k)}
 
 
@@ -934,10 +935,19 @@ class Spans(Objective):
             out.iloc[rows, out.columns.get_loc("pred")] = [self.cell(a) for a in answers(k, thresholds[k])]
         runs.write_oof(run, out)
         out.attrs["thresholds"] = thresholds
+        best = max(self.THRESHOLDS, key=lambda t: (score(folds, t), -abs(t - 0.5)))
+        out.attrs["rule"] = {"threshold": float(best)}  # for the test rows: fitted on every out-of-fold row
         return out
 
-    def submission_columns(self, comp, preds, names, rule):
-        raise NotImplementedError("span submissions are written by utils.predict's span path")
+    def submission_columns(self, comp, preds, names, rule, test=None):
+        """The answers decoded from the character scores (N, C, heads) of the test rows' texts, at the
+        threshold fitted on every out-of-fold row (`rule`; else 0.5), written as the labels are."""
+        from . import spans
+
+        t = (rule or {}).get("threshold", 0.5)
+        texts = test[self.span_col].astype(str).tolist()
+        return {comp.target_cols[0]: [self.cell(self.written(x, spans.decode(x, p[: len(x)], t)))
+                                      for x, p in zip(texts, preds)]}
 
 
 CHARS = "chars.npz"

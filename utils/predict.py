@@ -67,9 +67,11 @@ def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precisio
         with prec.autocast(device.type):
             p = shape.forward(model, batch).float()
         p = objective.activate(p).cpu().numpy()
-        out = np.zeros((len(ds), p.shape[1]), dtype=np.float64) if out is None else out
-        out[batch["index"].cpu().numpy()] = p
-    return ds.per_text(out)  # windows of a long text (fit "windows") averaged
+        if out is None:  # an output per token (a span task's): as wide as the longest sequence
+            out = np.zeros((len(ds), *((max(ds.lengths),) if p.ndim == 3 else ()), *p.shape[-1:]), dtype=np.float64)
+        w = min(p.shape[1], out.shape[1])  # past the longest sequence: padding only
+        out[batch["index"].cpu().numpy(), :w] = p[:, :w]
+    return ds.per_text(out)  # windows of a long text averaged (a span task's: into character scores)
 
 
 def predict_replicas(models, tokenizer, texts, max_len: int, batch_size=64, precision="auto",
@@ -89,8 +91,10 @@ def predict_replicas(models, tokenizer, texts, max_len: int, batch_size=64, prec
 
     with ThreadPoolExecutor(len(models)) as pool:
         outs = list(pool.map(one, range(len(models))))
-    out = np.zeros((len(texts), outs[0].shape[1]))
+    out = np.zeros((len(texts), *outs[0].shape[1:]))
     for idx, o in zip(parts, outs):
+        if o.ndim == 3 and o.shape[1] < out.shape[1]:  # character scores: each part as wide as its longest text
+            o = np.pad(o, ((0, 0), (0, out.shape[1] - o.shape[1]), (0, 0)))
         out[idx] = o
     return out
 
@@ -161,7 +165,7 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
                 rows = similarities(rows, predict_replicas(models, tokenizer, list(items), length, batch_size,
                                                            precision, progress, f"{desc} items"))
             width = rows.shape[1]
-        p = np.zeros((len(blank), width))
+        p = np.zeros((len(blank), *(rows.shape[1:] if usable else (width,))))
         if usable:
             p[~blank] = rows
         # Runs saved before the mean was recorded: the mean prediction of the usable rows.
@@ -226,10 +230,11 @@ def submission_frame(comp: Competition, test: pd.DataFrame, preds: np.ndarray, s
                      rule: dict | None = None) -> pd.DataFrame:
     """What the competition's submission holds, in test order: values (clipped to target_range),
     labels (made by `rule`; scores clipped to the range) or class probabilities."""
-    preds = np.asarray(preds, dtype=float).reshape(len(test), -1)
+    preds = np.asarray(preds, dtype=float)
+    preds = preds if preds.ndim == 3 else preds.reshape(len(test), -1)  # (N, C, heads): a span task's characters
     sub = pd.DataFrame({comp.id_col: test[comp.id_col].astype(str).to_numpy()})
     names = list((spec or {}).get("target_names") or comp.target_cols)
-    for col, values in objective_of(comp).submission_columns(comp, preds, names, rule).items():
+    for col, values in objective_of(comp).submission_columns(comp, preds, names, rule, test).items():
         sub[col] = values
     return sub
 

@@ -696,7 +696,7 @@ def summarize(cfg: TrainConfig, comp: Competition, out: Path) -> dict:
     folds = oof["fold"].to_numpy()
     metrics = metric_summary(metric, truth, pred, folds)
     if "thresholds" in oof.attrs:
-        metrics["thresholds_per_fold"] = oof.attrs["thresholds"]
+        metrics["thresholds_per_fold"], metrics["rule"] = oof.attrs["thresholds"], oof.attrs["rule"]
         metrics["cv_rule"] = "each fold's threshold fitted on the other folds' character scores"
     per_metric = own_figures(comp, truth, pred, folds, metric)
     if per_metric:
