@@ -704,3 +704,55 @@ def test_a_slow_tokenizer_and_pooling_tokens_elsewhere_are_refused(tiny_bert, tm
     with pytest.raises(ValueError, match="--pooling tokens .* is for span tasks"):
         cfg = TrainConfig(train_csv="t.csv", out="o", model="m", pooling="tokens")
         check_settings(cfg, BUILTIN["commonlitreadabilityprize"])
+
+
+@pytest.mark.versions
+def test_two_tokenizers_blend_in_character_space_and_submit_the_blend(tmp_path, tiny_bert, tiny_mpnet):
+    """A WordPiece and an MPNet run of Tweet blend their character scores: the members' scores are
+    their chars.npz, the weights are fitted on the other folds by Jaccard of the decoded answers,
+    and the submission answers the blend of the two runs' test character scores."""
+    from helpers import cfg_for
+
+    from utils import ensemble, predict
+    from utils.competition import load_competition
+    from utils.metrics import METRICS
+    from utils.objective import objective_of
+    from utils.spans import decode
+    from utils.tables import read_table
+    from utils.train import run_cv
+
+    comp, data = load_competition(TWEET), tmp_path / "data"
+    from helpers import tiny_data
+
+    tiny_data(TWEET, data, 24)
+    runs = [tmp_path / "bert", tmp_path / "mpnet"]
+    for run, model in zip(runs, (tiny_bert, tiny_mpnet)):
+        run_cv(cfg_for(data / "train.csv", run, model, competition=TWEET, max_len=16, max_steps=3))
+    report = ensemble.blend_report(runs)
+    m = ensemble.load_members(runs)
+    obj, metric = objective_of(comp), METRICS["jaccard"]
+    assert m["P"].shape == (24, 2, max(len(t) for t, _ in m["y"]), 2)
+    for i, name in enumerate(report["runs"]):  # each member scored as its own CV
+        assert report["scores"][name] == pytest.approx(json_cv(runs[i]))
+    honest = np.zeros(m["P"].shape[:1] + m["P"].shape[2:])
+    for k, w in report["weights_per_fold"].items():
+        held = m["folds"] == int(k)
+        honest[held] = np.tensordot(m["P"][held], np.asarray(w), axes=([1], [0]))
+    assert report["score_blend_cv"] == pytest.approx(metric.score(obj.truth(m["y"], 1), obj.scored(m["y"], honest)))
+    ensemble.save_blend(tmp_path / "blend.json", report)
+    out = tmp_path / "sub.csv"
+    assert predict.main(["--test-csv", str(data / "test.csv"), "--runs", *map(str, runs), "--blend",
+                         str(tmp_path / "blend.json"), "--out", str(out)]) == 0
+    test = read_table(comp, data, "test")
+    texts = test["text"].tolist()
+    chars = [predict.predict_run(r, comp.input_texts(test), progress=False) for r in runs]
+    mixed = sum(w * c for w, c in zip(report["weights"], chars))
+    want = [x[s:e] for x, c in zip(texts, mixed) for s, e in decode(x, c[: len(x)])]
+    got = pd.read_csv(out, keep_default_na=False).set_index("textID").loc[test["textID"], "selected_text"]
+    assert got.tolist() == want
+
+
+def json_cv(run) -> float:
+    import json
+
+    return json.loads((Path(run) / "metrics.json").read_text())["cv"]

@@ -82,7 +82,7 @@ def load_members(runs, target: str = "target", min_folds: int = 2) -> dict:
         raise DataError("the runs have no out-of-fold rows in common")
     rows = [pd.Index(o.frame["id"]).get_indexer(ids) for o in oofs]
     # (truth, predictions) of each run, in its own row order, over the same outputs
-    arrays = oofs[0].objective.member_arrays([o.frame for o in oofs], list(oofs[0].truth))
+    arrays = oofs[0].objective.member_arrays([o.frame for o in oofs], list(oofs[0].truth), runs)
     P = np.stack([pred[r].astype(float) for (_, pred), r in zip(arrays, rows)], axis=1)
     return {"ids": ids, "folds": first["fold"].to_numpy()[rows[0]], "y": arrays[0][0][rows[0]],
             "P": P, "names": names, "metric": oofs[0].metric, "objective": oofs[0].objective,
@@ -137,7 +137,7 @@ def fit_grid_weights(P: np.ndarray, y: np.ndarray, metric) -> np.ndarray:
     even weights."""
     sign = 1.0 if metric.greater_is_better else -1.0
     grid = simplex_grid(P.shape[1], 10 if P.shape[1] <= 4 else 5)
-    scores = [sign * metric.score(y, np.einsum("nmk,m->nk", P, w)) for w in grid]
+    scores = [sign * metric.score(y, np.tensordot(P, w, axes=([1], [0]))) for w in grid]
     return grid[int(np.argmax(scores))]
 
 
@@ -155,8 +155,11 @@ def fit_blend(P: np.ndarray, y: np.ndarray, objective, metric=None) -> np.ndarra
 
 
 def blend(P: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """(N, outputs) blended predictions: W (M,) for every output, or (M, T) per output."""
+    """(N, outputs) blended predictions: W (M,) for every output, or (M, T) per output; a span
+    task's (N, M, characters, heads) -> (N, characters, heads) by W (M,)."""
     W = np.asarray(W, float)
+    if P.ndim == 4:
+        return np.tensordot(P, W, axes=([1], [0]))
     return np.einsum("nmo,mo->no", P, W if W.ndim == 2 else np.repeat(W[:, None], P.shape[2], 1))
 
 
@@ -171,7 +174,7 @@ def honest_blend(P: np.ndarray, y: np.ndarray, folds: np.ndarray, objective, met
     decision rule (on the blend of the other folds' rows), fitted without fold k's rows, then
     applied to fold k. P (N, M, outputs). Returns (blended OOF (N, outputs), the CV score,
     {fold: weights}, {fold: rule} or None)."""
-    out, labels = np.zeros((len(y), P.shape[2])), np.zeros(len(y), dtype=int)
+    out, labels = np.zeros((len(y), *P.shape[2:])), np.zeros(len(y), dtype=int)
     per_fold, rules = {}, {}
     for k in np.unique(folds):
         held = folds == k
@@ -225,7 +228,7 @@ def blend_report(runs, target="target", extra: dict | None = None, equal: bool =
             df = add_oof(df, name, pred)
             names.append(name)
         P = np.concatenate([P, df[list(extra)].to_numpy(dtype=float)[:, :, None]], axis=1)
-    metric = get_metric(m["metric"])
+    metric = m["objective"].blend_metric_of(get_metric(m["metric"]))  # a span task's: of the answers decoded
     score = lambda pred: metric.honest_score(y, pred, folds)[0]  # noqa: E731
     if equal and metric.rule and len(np.unique(folds)) < 2:
         raise DataError(f"{metric.name} scores labels picked by a rule fitted on other folds, and the "
@@ -242,7 +245,7 @@ def blend_report(runs, target="target", extra: dict | None = None, equal: bool =
         rule = metric.fit_rule(y, in_sample)
         _, cv, per_fold, rules = honest_blend(P, y, folds, m["objective"], metric)
     # Correlation of the members: of one class's probability, or of their values over every target.
-    C = P[:, :, -1] if m["objective"].classes else P.transpose(0, 2, 1).reshape(-1, P.shape[1])
+    C = P[:, :, -1] if m["objective"].classes else np.moveaxis(P, 1, -1).reshape(-1, P.shape[1])
     return {
         "runs": names,
         "identities": {n: run_identity(r) for n, r in zip(m["names"], runs)},  # runs only, not extra

@@ -17,6 +17,7 @@ Light: numpy and pandas; torch only inside the training functions.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,9 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+from . import spans
 from .data import DataError, _rows, label_text
+from .files import atomic_file
 from .metrics import METRICS, apply_rule, rmse, top_k
 
 
@@ -184,10 +187,15 @@ class Objective:
         and probabilities, or (N, T) values."""
         raise NotImplementedError
 
-    def member_arrays(self, frames, target_cols) -> list:
-        """oof_arrays of several runs' oof frames, their predictions' columns the same outputs
-        (what a blend weighs against each other)."""
+    def member_arrays(self, frames, target_cols, runs=()) -> list:
+        """oof_arrays of several runs' oof frames (of the run folders `runs`), their predictions'
+        columns the same outputs (what a blend weighs against each other)."""
         return [self.oof_arrays(f, target_cols) for f in frames]
+
+    def blend_metric_of(self, metric):
+        """The metric a blend scores its members and weights with: the competition's (a span
+        task's, of the answers decoded from the blended character scores)."""
+        return metric
 
     def blend_scores(self, pred: np.ndarray) -> np.ndarray:
         """What of a run's test predictions a blend weighs: as its out-of-fold arrays score them
@@ -690,7 +698,7 @@ class Retrieval(Objective):
             scores[r, [col[i] for i in items]] = self.fused(len(items))
         return np.array([col[t] for t in truth]), scores
 
-    def member_arrays(self, frames, target_cols):
+    def member_arrays(self, frames, target_cols, runs=()):
         """Each run's oof_arrays over the ids any of them names: the same columns."""
         ids = sorted({i for f in frames for c in f["candidates"] for i in str(c).split()}
                      | {str(t) for f in frames for t in f[target_cols[0]]})
@@ -745,8 +753,6 @@ class Spans(Objective):
 
     def answer(self, cell, where: str = "label"):
         """A label cell as an answer: its text ("" for an empty cell), or its spans (parsed)."""
-        from . import spans
-
         if self.labels_as == "offsets":
             return spans.parse_location(cell, where)
         return "" if cell is None or (isinstance(cell, float) and np.isnan(cell)) else str(cell)
@@ -754,24 +760,18 @@ class Spans(Objective):
     def spans_of(self, text: str, answer, where: str = "label") -> tuple:
         """The answer's spans in `text`: offsets checked (merged where they overlap), a text aligned
         (utils.spans.align: verbatim, else the best window of whole words)."""
-        from . import spans
-
         if self.labels_as == "offsets":
             return spans.check_spans(answer, text, where)
         return spans.align(text, answer, where)[0]
 
     def written(self, text: str, found) -> object:
         """Decoded spans as the answer is written: a text, or the spans (format_location writes them)."""
-        from . import spans
-
         return spans.span_text(text, found) if self.labels_as == "text" else tuple(found)
 
     def check_labels(self, comp, df, name, items=None):
         """Offsets that parse and lie inside their text; a text label found in its text (a label
         sharing no word with it is refused; one found only approximately is counted, said in one
         warning line, and trained on at its best alignment)."""
-        from . import spans
-
         col, texts = comp.target_cols[0], df[self.span_col].astype(str).tolist()
         loose = []
         for i, (text, cell) in enumerate(zip(texts, df[col].tolist())):
@@ -848,8 +848,6 @@ class Spans(Objective):
 
     def decoded(self, y, pred, threshold: float = 0.5) -> list:
         """Each row's answer from its character scores (N, C, heads), `threshold` for one head."""
-        from . import spans
-
         return [self.written(text, spans.decode(text, p[: len(text)], threshold)) for (text, _), p in zip(y, pred)]
 
     def scored(self, y, pred):
@@ -872,8 +870,6 @@ class Spans(Objective):
 
     def cell(self, answer) -> str:
         """An answer as a csv cell: its text, or "s e;s e"."""
-        from . import spans
-
         return spans.format_location(answer) if self.labels_as == "offsets" else str(answer)
 
     def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
@@ -889,10 +885,6 @@ class Spans(Objective):
 
     def write_outputs(self, folder, oof) -> None:
         """The fold's character scores beside its oof.csv (chars.npz, float16, atomically)."""
-        import json
-
-        from .files import atomic_file
-
         chars = oof.attrs.get("chars")
         if chars is None:
             return
@@ -907,22 +899,43 @@ class Spans(Objective):
         return (_objects(self.answer(c) for c in oof[target_cols[0]].tolist()),
                 _objects(self.answer(c) for c in oof["pred"].tolist()))
 
+    def member_arrays(self, frames, target_cols, runs=()):
+        """Per run: (its rows' (span text, answer) (N,), its character scores (N, C, heads)), C the
+        longest text of any run's rows (a blend's members, whatever their tokenizers, share it),
+        in its oof.csv's order (its folds' chars.npz)."""
+        saved = []
+        for frame, run in zip(frames, runs):
+            rows = [x for k in sorted(frame["fold"].unique()) for x in read_chars(Path(run) / f"fold{int(k)}")]
+            if len(rows) != len(frame):
+                raise DataError(f"{run}: its folds' {CHARS} hold {len(rows)} rows, its oof.csv {len(frame)}")
+            saved.append(rows)
+        width = max(len(t) for rows in saved for t, _ in rows)
+        out = []
+        for frame, rows in zip(frames, saved):
+            scores = np.zeros((len(rows), width, self.heads), dtype=np.float32)
+            for i, (text, c) in enumerate(rows):
+                scores[i, : len(text)] = c
+            y = _objects((text, a) for (text, _), a in zip(rows, self.oof_arrays(frame, target_cols)[0]))
+            out.append((y, scores))
+        return out
+
+    def blend_metric_of(self, metric):
+        return dataclasses.replace(metric, fn=lambda y, p: metric.fn(self.truth(y, 1), self.scored(y, p)))
+
     def settle(self, run, oof, metric=None):
-        """One head, two finished folds or more: each fold's answers decoded again at the threshold
-        (of THRESHOLDS) that scores best by `metric` on the other folds' character scores, written
-        to oof.csv; `attrs["thresholds"]` records them. Otherwise the rows as they are."""
+        """One head, two finished folds or more: a copy whose answers are decoded again, each fold's
+        at the threshold (of THRESHOLDS) that scores best by `metric` on the other folds' character
+        scores (`attrs["thresholds"]`; `attrs["rule"]`: the best on every row, for the test rows).
+        Otherwise the rows themselves."""
         folds = sorted(int(k) for k in oof["fold"].unique())
         if self.heads != 1 or len(folds) < 2 or metric is None:
             return oof
-        from . import runs
-        from .spans import decode
-
         label = [c for c in oof.columns if c not in ("id", "pred", "fold")][0]
         saved = {k: read_chars(Path(run) / f"fold{k}") for k in folds}
         truth = {k: [self.answer(c) for c in oof.loc[oof["fold"] == k, label]] for k in folds}
 
         def answers(k, t):
-            return [self.written(text, decode(text, p, t)) for text, p in saved[k]]
+            return [self.written(text, spans.decode(text, p, t)) for text, p in saved[k]]
 
         def score(ks, t):
             return metric.score([a for k in ks for a in truth[k]], [a for k in ks for a in answers(k, t)])
@@ -933,7 +946,6 @@ class Spans(Objective):
             thresholds[k] = float(max(self.THRESHOLDS, key=lambda t: (score(others, t), -abs(t - 0.5))))
             rows = np.flatnonzero(out["fold"].to_numpy() == k)
             out.iloc[rows, out.columns.get_loc("pred")] = [self.cell(a) for a in answers(k, thresholds[k])]
-        runs.write_oof(run, out)
         out.attrs["thresholds"] = thresholds
         best = max(self.THRESHOLDS, key=lambda t: (score(folds, t), -abs(t - 0.5)))
         out.attrs["rule"] = {"threshold": float(best)}  # for the test rows: fitted on every out-of-fold row
@@ -942,8 +954,6 @@ class Spans(Objective):
     def submission_columns(self, comp, preds, names, rule, test=None):
         """The answers decoded from the character scores (N, C, heads) of the test rows' texts, at the
         threshold fitted on every out-of-fold row (`rule`; else 0.5), written as the labels are."""
-        from . import spans
-
         t = (rule or {}).get("threshold", 0.5)
         texts = test[self.span_col].astype(str).tolist()
         return {comp.target_cols[0]: [self.cell(self.written(x, spans.decode(x, p[: len(x)], t)))
@@ -966,8 +976,6 @@ def _objects(values) -> np.ndarray:
 
 def read_chars(folder) -> list:
     """A fold's chars.npz: [(text, character scores (len(text), heads))] in oof.csv's row order."""
-    import json
-
     with np.load(Path(folder) / CHARS, allow_pickle=False) as z:
         texts, lengths, scores = json.loads(str(z["texts"])), z["lengths"], z["scores"].astype(np.float32)
     cuts = np.concatenate([[0], np.cumsum(lengths)])

@@ -26,7 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+from . import spans
 from .batching import Batches, Collator, TextDataset, deal_evenly, sorted_batches
+from .competition import with_separator
 from .config import SHAPE_SETTINGS, TrainConfig
 from .metrics import METRICS
 from .objective import objective_of
@@ -332,9 +334,6 @@ class SpanDataset(torch.utils.data.Dataset):
 
     def __init__(self, inputs, tokenizer, max_len: int, targets=None, weights=None, heads: int = 1,
                  objective=None):
-        from . import spans
-        from .competition import with_separator
-
         if not getattr(tokenizer, "is_fast", False):
             raise ValueError(f"span tasks need a fast tokenizer (its character offsets): {type(tokenizer).__name__} "
                              "is a slow one; use the backbone's tokenizer.json (transformers' *TokenizerFast)")
@@ -388,8 +387,6 @@ class SpanDataset(torch.utils.data.Dataset):
         """Token outputs (windows, S, heads) -> character scores (rows, C, heads), C the longest
         text, 0 past each row's text: each window's on the characters its text tokens span, the
         mean where windows overlap."""
-        from . import spans
-
         width = max([len(t) for t in self.texts] + [1])
         sums = np.zeros((self.n_texts, width, self.heads), dtype=np.float64)
         counts = np.zeros((self.n_texts, width), dtype=np.float64)

@@ -689,7 +689,10 @@ def summarize(cfg: TrainConfig, comp: Competition, out: Path) -> dict:
     """Rebuild OUT's OOF rows and metrics from the finished folds (utils.runs writes them)."""
     done = runs.finished_folds(out)
     metric = get_metric(comp.metric_name)
-    oof = objective_of(comp).settle(out, runs.collect_oof(out), metric)  # a span task's answers at fitted thresholds
+    gathered = runs.collect_oof(out)
+    oof = objective_of(comp).settle(out, gathered, metric)  # a span task's answers at fitted thresholds
+    if oof is not gathered:
+        runs.write_oof(out, oof)
     seconds = {k: round(runs.read_history(out, k)["seconds"], 1) for k in done}
     truth, pred = objective_of(comp).oof_arrays(oof, comp.target_cols)
     pred = as_submitted(comp, pred)  # oof.csv holds them so; a run's folds from before it did: clipped here
