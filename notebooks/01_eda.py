@@ -100,7 +100,9 @@ print(f"{comp.title or comp.slug}: {len(df)} rows from {data} | {comp.task}, {me
 # (in the description's class order) or each label's prevalence. Several targets: how they move
 # together (one model predicting all of them loses little when they do). Several 0/1 labels: of
 # the rows with one label, the share that has another. A per-row standard error, where the data
-# has one, is shown beside its target: labels that noisy bound what any model can score.
+# has one, is shown beside its target: labels that noisy bound what any model can score. Spans
+# (the answer is parts of a text): the share of rows with none, their lengths and positions, per
+# condition (Tweet's sentiment, NBME's features), and how many a tokenizer cannot mark exactly.
 
 # %%
 if comp.ranking:  # a catalogue's coverage and unseen items per fold, or the options' answers
@@ -110,6 +112,14 @@ if comp.ranking:  # a catalogue's coverage and unseen items per fold, or the opt
     for line in eda.ranking_lines(comp, facts):
         print(line)
     for name, fig in plots.ranking_figures(comp, facts).items():
+        plots.save_fig(fig, out / name)
+elif comp.span_task:  # spans: how many rows have none, how long, where, per condition; what a tokenizer cannot mark
+    from utils.model import load_tokenizer
+
+    facts = eda.span_facts(comp, df, load_tokenizer(tokenizer) if tokenizer else None)
+    for line in eda.span_lines(comp, facts):
+        print(line)
+    for name, fig in plots.span_figures(comp, facts).items():
         plots.save_fig(fig, out / name)
 else:
     for line in eda.target_summary(comp, df):
@@ -171,10 +181,12 @@ if readable:
 # %% [markdown]
 # ## Texts to read
 # The highest and lowest target (or mean of the targets), texts of the last and first class, or
-# the texts with the most labels and with none.
+# the texts with the most labels and with none; for spans, texts with their labelled spans marked.
 
 # %%
-if not comp.ranking:  # a ranking's rows have no extremes of a target
+if comp.span_task:  # texts with their labelled spans highlighted
+    plots.save_fig(plots.span_examples(df, comp), out / "span_examples.png")
+elif not comp.ranking:  # a ranking's rows have no extremes of a target
     plots.save_fig(plots.plot_examples(df, comp), out / "extremes.png")
 
 # %% [markdown]
@@ -195,6 +207,9 @@ fold_ids = competition_folds(comp, df, folds, fold_seed)
 if comp.ranking:  # the most tagged items or TF-IDF cosine; random order or the longest option
     results = {}
     baselines = eda.ranking_baselines(comp, df, fold_ids, catalogue)
+elif comp.span_task:  # no span, the whole text; the condition's training labels found in the text
+    results = {}
+    baselines = eda.span_baselines(comp, df, fold_ids)
 else:
     results = eda.baseline_cv(comp, df, fold_ids)
     baselines = {name: score for name, (score, _) in results.items()}

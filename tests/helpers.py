@@ -311,7 +311,8 @@ def nbme_folder(folder: Path, notes: int = 8, seed: int = 0) -> Path:
 # The real data of each shape, found through an environment variable each (.ci/run sets them).
 REAL = {"commonlit": "COMMONLIT_DATA", "feedback-prize-ell": "ELL_DATA", "nlp-getting-started": "TWEETS_DATA",
         "us-patent-phrase-to-phrase-matching": "PATENT_DATA",
-        "eedi-mining-misconceptions-in-mathematics": "EEDI_DATA", "kaggle-llm-science-exam": "SCIENCE_DATA"}
+        "eedi-mining-misconceptions-in-mathematics": "EEDI_DATA", "kaggle-llm-science-exam": "SCIENCE_DATA",
+        "tweet-sentiment-extraction": "TWEET_SPANS_DATA", "nbme-score-clinical-patient-notes": "NBME_DATA"}
 
 
 def real_dir(which: str) -> Path:

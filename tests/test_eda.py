@@ -599,3 +599,32 @@ def test_eda_notebook_on_a_ranking_competitions_real_data(slug, tmp_path):
     else:
         assert "the longest option is the answer in" in text
         assert baselines["random order"] == pytest.approx(0.3667, abs=1e-4) and baselines["longest option first"] > 0.4
+
+
+@pytest.mark.parametrize("slug", ["tweet-sentiment-extraction", "nbme-score-clinical-patient-notes"])
+def test_eda_notebook_on_a_span_competitions_real_data(slug, tmp_path, minilm_path):
+    """Spans: rows with none, lengths, positions and per-condition figures, the spans a tokenizer
+    cannot mark exactly (MiniLM's), texts with their spans marked, and the baselines that need no
+    model in the competition's metric, equal to utils.eda's on the same rows and folds."""
+    from transformers import AutoTokenizer
+
+    from utils.competition import BUILTIN
+
+    data, out, comp = real_dir(slug), tmp_path / "eda", BUILTIN[slug]
+    nb, text = eda_notebook(tmp_path, dict(competition=slug, data_dir=str(data), out_dir=str(out),
+                                           tokenizer=minilm_path, max_rows=3000, max_len=128))
+    made = sorted(p.name for p in out.glob("*.png"))
+    assert {"spans.png", "spans_per_condition.png", "span_examples.png", "text_lengths.png", "baselines.png"} <= set(made)
+    assert "target_distribution.png" not in made and "extremes.png" not in made
+    df = read_table(comp, data).sample(n=3000, random_state=42).reset_index(drop=True)
+    facts = eda.span_facts(comp, df, AutoTokenizer.from_pretrained(minilm_path))
+    for line in eda.span_lines(comp, facts):
+        assert line in text
+    baselines = json.loads((out / "baselines.json").read_text())
+    assert baselines.pop("metric") == comp.metric_name
+    assert baselines == pytest.approx(eda.span_baselines(comp, df, competition_folds(comp, df, 5, 42)))
+    if comp.span_count == "one":  # Tweet: the whole tweet scores about 0.59 (Kaggle's figure)
+        assert 0.55 < baselines["the whole text"] < 0.63 and facts["none"] < 0.001
+    else:  # NBME: about 31% of rows express nothing; the dictionary of the other folds' labels
+        assert 0.25 < facts["none"] < 0.37
+        assert 0.45 < baselines["the condition's labels on the other folds, found in the text"] < 0.7

@@ -279,6 +279,12 @@ class Competition:
         return self.submission_kind == "ranking"
 
     @property
+    def span_task(self) -> bool:
+        """The answer is parts of the span_col text (task spans): its figures and baselines are
+        the span ones (utils.eda.span_facts), its submission a text or offsets per row."""
+        return self.task == "spans"
+
+    @property
     def answer_column(self) -> str:
         """The submission's column holding a ranking (the target's, unless answer_col says)."""
         return self.answer_col or self.target_cols[0]

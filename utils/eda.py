@@ -18,7 +18,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from . import runs
+from . import runs, spans
 from .competition import SEP, with_separator
 from .metrics import get_metric
 from .objective import objective_of
@@ -526,4 +526,87 @@ def ranking_baselines(comp, df: pd.DataFrame, folds: np.ndarray, catalogue: pd.D
         out["random order"] = float(sum(1 / r for r in range(1, min(comp.answer_k, n) + 1)) / n)
         lengths = df[list(comp.options)].fillna("").astype(str).apply(lambda c: c.str.len()).to_numpy(float)
         out["longest option first"] = metric.score(truth, lengths)
+    return out
+
+
+def span_facts(comp, df: pd.DataFrame, tokenizer=None) -> dict:
+    """What a span competition's training rows say: the share of rows with no span, spans per row,
+    their lengths (characters, words) and where they start (share of the text before them), per
+    condition value (Tweet's sentiment, NBME's features: the ten most frequent); the texts' lengths
+    in tokens (a `tokenizer`: a fast one's; else words); how many spans a tokenizer cannot mark
+    exactly (an edge inside a token: decoded back, the span gains or loses characters)."""
+    obj = objective_of(comp)
+    texts = df[comp.span_col].astype(str).tolist()
+    found = [obj.spans_of(t, obj.answer(a)) for t, a in zip(texts, df[comp.target_cols[0]].tolist())]
+    condition = df[comp.text_cols[0]].astype(str).to_numpy() if comp.text_pair else np.full(len(df), "")
+    flat = [(i, s, e) for i, f in enumerate(found) for s, e in f]
+    out = {"rows": len(df), "none": float(np.mean([not f for f in found])),
+           "spans_per_row": np.array([len(f) for f in found]),
+           "span_chars": np.array([e - s for _, s, e in flat]),
+           "span_words": np.array([len(texts[i][s:e].split()) for i, s, e in flat]),
+           "span_start": np.array([s / max(len(texts[i]), 1) for i, s, _ in flat]),
+           "text_chars": np.array([len(t) for t in texts])}
+    top = pd.Series(condition).value_counts().index[:10]
+    words = {c: [len(texts[i][s:e].split()) for i, s, e in flat if condition[i] == c] for c in top}
+    out["per_condition"] = {str(c): {"rows": int((condition == c).sum()),
+                                     "none": float(np.mean([not found[i] for i in np.flatnonzero(condition == c)])),
+                                     "median_span_words": float(np.median(words[c] or [0]))} for c in top}
+    if tokenizer is not None and getattr(tokenizer, "is_fast", False):
+        enc = tokenizer(texts, return_offsets_mapping=True, add_special_tokens=False)
+        out["text_tokens"] = np.array([len(ids) for ids in enc["input_ids"]])
+        inexact = 0
+        for i, f in enumerate(found):
+            if not f:
+                continue
+            offsets = enc["offset_mapping"][i]
+            chars = spans.token_to_char_probs(offsets, spans.token_targets(offsets, f, texts[i]), len(texts[i]))
+            back = spans.decode_threshold(chars, 0.5, texts[i], join_whitespace=False)
+            inexact += back != spans.strip_spans(f, texts[i])
+        out["inexact_rows"] = int(inexact)
+    return out
+
+
+def span_lines(comp, facts: dict) -> list:
+    """span_facts in words."""
+    w, c = facts["span_words"], facts["span_chars"]
+    lines = [f"{facts['rows']} rows; {facts['none']:.1%} with no span; spans per row: mean "
+             f"{facts['spans_per_row'].mean():.2f}, at most {facts['spans_per_row'].max()}",
+             f"spans: median {np.median(w):.0f} words ({np.median(c):.0f} characters), 90% under "
+             f"{np.percentile(w, 90):.0f} words; texts: median {np.median(facts['text_chars']):.0f} characters"]
+    if "text_tokens" in facts:
+        t = facts["text_tokens"]
+        lines.append(f"texts: median {np.median(t):.0f} tokens, the longest {t.max()}; {facts['inexact_rows']} rows "
+                     "have a span whose edge falls inside a token (decoded back, it gains or loses characters)")
+    if comp.text_pair:
+        lines.append(f"per {comp.text_cols[0]} (most frequent first): " + "; ".join(
+            f"{k} {v['rows']} rows, {v['none']:.0%} none, median {v['median_span_words']:.0f} words"
+            for k, v in facts["per_condition"].items()))
+    return lines
+
+
+def span_baselines(comp, df: pd.DataFrame, folds: np.ndarray) -> dict:
+    """{baseline: the competition's metric} of answers that need no model, on every row: no span;
+    the whole text; where rows answer with any number of spans (NBME), the labels' texts of the same
+    condition on the other folds found again in the text (case ignored, whole words)."""
+    obj = objective_of(comp)
+    metric = get_metric(comp.metric_name)
+    texts = df[comp.span_col].astype(str).tolist()
+    truth = [obj.answer(a) for a in df[comp.target_cols[0]].tolist()]
+    found = [obj.spans_of(t, a) for t, a in zip(texts, truth)]
+    condition = df[comp.text_cols[0]].astype(str).to_numpy() if comp.text_pair else np.full(len(df), "")
+    out = {"no span": metric.score(truth, [obj.written(t, ()) for t in texts]),
+           "the whole text": metric.score(truth, [obj.written(t, ((0, len(t)),) if t else ()) for t in texts])}
+    if obj.heads == 2:
+        return out
+    pred = [None] * len(df)
+    for k in np.unique(folds):
+        phrases: dict = {}
+        for i in np.flatnonzero(folds != k):
+            phrases.setdefault(condition[i], set()).update(texts[i][s:e].lower() for s, e in found[i])
+        patterns = {c: re.compile("|".join(rf"(?<!\w){re.escape(p)}(?!\w)" for p in sorted(ps, key=len, reverse=True)
+                                           if p.strip()) or r"(?!)", re.IGNORECASE) for c, ps in phrases.items()}
+        for i in np.flatnonzero(folds == k):
+            hits = [m.span() for m in patterns.get(condition[i], re.compile(r"(?!)")).finditer(texts[i])]
+            pred[i] = obj.written(texts[i], tuple(hits))
+    out["the condition's labels on the other folds, found in the text"] = metric.score(truth, pred)
     return out

@@ -800,3 +800,112 @@ def ranking_figures(comp, facts: dict) -> dict:
     ax.set(xlabel="words", ylabel="count", title=f"{comp.title or comp.slug}: lengths")
     figs["ranking_lengths.png"] = fig2
     return figs
+
+
+@styled
+def span_figures(comp, facts: dict) -> dict:
+    """{PNG file name: figure} of a span competition's training rows (utils.eda.span_facts): span
+    lengths in words and where spans start in their text; the share of rows with no span and the
+    median span per condition value (Tweet's sentiment, NBME's most frequent features)."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
+    w = facts["span_words"]
+    a.hist(w, bins=np.arange(0, min(w.max(), 60) + 2) - 0.5 if len(w) else 10, color=NEUTRAL_COLOR,
+           edgecolor="white")
+    a.set(xlabel="words in a span", ylabel="spans", title=f"{len(w)} spans; {facts['none']:.0%} of rows have none")
+    b.hist(facts["span_start"], bins=20, range=(0, 1), color=EASY_COLOR, edgecolor="white")
+    b.set(xlabel="where the span starts (share of its text before it)", ylabel="spans", title="span positions")
+    figs = {"spans.png": fig}
+    per = facts.get("per_condition") or {}
+    if len(per) > 1:
+        fig2, ax = plt.subplots(figsize=(10, 0.45 * len(per) + 1.2), layout="constrained")
+        names = list(per)[::-1]
+        ax.barh(names, [per[n]["none"] for n in names], color=HARD_COLOR, label="rows with no span")
+        for y, n in enumerate(names):
+            ax.text(per[n]["none"] + 0.01, y, f"{per[n]['rows']} rows, median span {per[n]['median_span_words']:.0f} "
+                    "words", va="center", fontsize=8)
+        ax.set(xlim=(0, 1.4), xlabel="share of rows with no span", title=f"per {comp.text_cols[0]}")
+        figs["spans_per_condition.png"] = fig2
+    return figs
+
+
+SPAN_COLORS = {"true": "#b7e4c7", "predicted": "#ffb4a2", "both": "#90caf9"}
+
+
+def _span_marks(n: int, true_spans, pred_spans) -> np.ndarray:
+    """Per character: 0 outside, 1 true only, 2 predicted only, 3 both."""
+    marks = np.zeros(n, dtype=int)
+    for spans, bit in ((true_spans, 1), (pred_spans, 2)):
+        for s, e in spans:
+            marks[max(0, s):min(n, e)] |= bit
+    return marks
+
+
+@styled
+def spans_figure(rows, titles=None, max_lines: int = 8, title: str = "True and predicted spans"):
+    """Texts with their true and predicted spans highlighted (green: true only, red: predicted
+    only, blue: both): the span tasks' counterpart of the attention-weight figure. `rows`: (text,
+    true spans, predicted spans), spans as utils.spans' (start, end) offsets."""
+    fill = {1: SPAN_COLORS["true"], 2: SPAN_COLORS["predicted"], 3: SPAN_COLORS["both"]}
+    fig_width, fontsize = 12.0, 9
+    chars = fig_width * 72 * 0.98 / (0.6 * fontsize)  # one x unit = one monospace character
+    width = int(chars) - 4
+    layouts = []
+    for text, true_spans, pred_spans in rows:
+        marks, lines, start = _span_marks(len(text), true_spans, pred_spans), [], 0
+        flat = text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
+        while start < len(flat) and len(lines) < max_lines:
+            end = min(len(flat), start + width)
+            if end < len(flat) and " " in flat[start:end]:  # wrap at a space
+                end = start + flat[start:end].rindex(" ") + 1
+            lines.append([(flat[i:j], int(marks[i])) for i, j in _runs(marks, start, end)])
+            start = end
+        layouts.append(lines or [[("", 0)]])
+    heights = [len(lines) + 1.6 for lines in layouts]
+    fig, axes = plt.subplots(len(rows), 1, figsize=(fig_width, 0.26 * sum(heights) + 0.8),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    fig.subplots_adjust(left=0.01, right=0.99, top=1 - 0.6 / fig.get_figheight(), bottom=0.01, hspace=0.05)
+    for i, (ax, lines) in enumerate(zip(axes[:, 0], layouts)):
+        ax.axis("off")
+        ax.set_xlim(0, chars)
+        ax.set_ylim(len(lines) + 0.5, -1.1)
+        ax.text(0, -0.8, titles[i] if titles else f"text {i}", fontsize=10, fontweight="bold")
+        for y, line in enumerate(lines):
+            col = 0
+            for piece, mark in line:
+                box = {"facecolor": fill[mark], "edgecolor": "none", "pad": 1.0} if mark else None
+                ax.text(col, y + 0.3, piece, family="monospace", fontsize=fontsize, bbox=box)
+                col += len(piece)
+    if any(p for _, _, p in rows):  # a legend where there are predictions to tell from the truth
+        handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in SPAN_COLORS.values()]
+        fig.legend(handles, list(SPAN_COLORS), loc="upper right", ncol=3, frameon=False)
+    fig.suptitle(title, x=0.02, ha="left")
+    return fig
+
+
+def span_examples(df: pd.DataFrame, comp, n: int = 2):
+    """Texts with their labelled spans marked (spans_figure): `n` rows per condition value (Tweet's
+    sentiments; NBME's first features), rows with a span first, one with none where there is."""
+    from .objective import objective_of  # plots stays light: only when a span figure is drawn
+
+    obj = objective_of(comp)
+    cond = df[comp.text_cols[0]].astype(str) if comp.text_pair else pd.Series("", index=df.index)
+    picked = []
+    for c in cond.drop_duplicates().head(3):
+        rows = df[cond == c]
+        answers = [obj.answer(a) for a in rows[comp.target_cols[0]]]
+        has = [i for i, (t, a) in enumerate(zip(rows[comp.span_col], answers)) if obj.spans_of(str(t), a)]
+        none = [i for i in range(len(rows)) if i not in has]
+        picked += [(rows.iloc[i], answers[i], c) for i in (has[:n] + none[:1])[:n + 1]]
+    items = [(str(r[comp.span_col]), obj.spans_of(str(r[comp.span_col]), a), ()) for r, a, _ in picked]
+    titles = [f"{comp.id_col} {r[comp.id_col]}" + (f" | {comp.text_cols[0]}: {c}" if c else "") for r, _, c in picked]
+    return spans_figure(items, titles, title="Labelled spans")
+
+
+def _runs(marks: np.ndarray, start: int, end: int) -> list:
+    """[(i, j)] pieces of [start, end) over which `marks` is constant."""
+    out, i = [], start
+    for j in range(start + 1, end + 1):
+        if j == end or marks[j] != marks[i]:
+            out.append((i, j))
+            i = j
+    return out
