@@ -37,7 +37,7 @@
 # %% tags=["parameters"]
 competition = ""  # a built-in slug or a competition.json; empty: commonlitreadabilityprize
 model_name = "roberta-base"  # hub name (internet on), a folder, or a backbone the kit has offline (utils.models)
-pooling = "attention"  # attention | mean | max | cls | last (a decoder's last real token) | attention+mean
+pooling = "attention"  # attention | mean | max | cls | last (a decoder's last real token) | attention+mean (span tasks: none, every token)
 run_name = "roberta-base-attention"
 folds = 5
 epochs = 3
@@ -67,7 +67,7 @@ temperature = 0.05  # retrieval: contrastive loss: similarities over this (0.05:
 hard_negatives = 1  # retrieval: negatives per query in each batch, mined by the untrained model (0: in-batch only)
 train_options = 0  # multiple choice, reranker: >0 a training row sees this many of its options, the true one among them
 options_in_text = False  # multiple choice: each (prompt, option) pair's prompt also lists every option, lettered
-n_examples = 4  # validation texts shown with their attention weights
+n_examples = 4  # validation texts shown with their attention weights (span tasks: with their spans)
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/)
 runs_dir = ""  # empty: utils.env.working_dir() / "runs" (Google Drive on Colab when mounted)
 kit_dataset = "commonlit-kit-code"  # Kaggle: the dataset holding utils/
@@ -158,6 +158,17 @@ display(plots.fold_table(run_dir).style.format(precision=4).hide(axis="index"))
 for col in () if objective_of(comp).labelled else comp.target_cols:  # values only: not classes nor rankings
     fig = plots.oof_scatter(run_dir, col)
     plots.save_fig(fig, run_dir / "figures" / f"oof_scatter_{col}.png")
+
+# %% [markdown]
+# ## What the span model marks
+# Span tasks only: fold 0's validation rows with their true spans and the model's answers marked
+# (green: true only, red: predicted only, blue: both), each with its own score.
+
+# %%
+if comp.span_task:
+    train_rows = read_table(comp, data, "train")
+    fig = plots.span_predictions(runs.read_oof(run_dir), train_rows, comp, n_examples)
+    plots.save_fig(fig, run_dir / "figures" / "spans.png")
 
 # %% [markdown]
 # ## What the attention head looks at

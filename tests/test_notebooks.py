@@ -323,3 +323,30 @@ demo.run_notebook("q", d, {{}}, "q_out")
     assert "without encryption" not in res.stderr + res.stdout
     executed = nbformat.read(tmp_path / "q_out.ipynb", as_version=4)
     assert "UserWarning: mine" in "".join(o.get("text", "") for o in executed.cells[-1].outputs)
+
+
+def test_training_and_submission_notebooks_on_a_span_competition(tmp_path, tiny_bert):
+    """NBME through notebooks 02 and 04: the training notebook marks fold 0's true and predicted
+    spans; the submission notebook writes the sample's rows with offsets inside each note."""
+    from helpers import nbme_folder, papermill
+
+    from utils.competition import load_competition
+    from utils.spans import check_spans, parse_location
+    from utils.tables import read_table
+
+    slug = "nbme-score-clinical-patient-notes"
+    data, runs_dir = nbme_folder(tmp_path / "data"), tmp_path / "runs"
+    papermill("02_train", tmp_path, dict(competition=slug, model_name=tiny_bert, run_name="tiny-spans", folds=2,
+                                         epochs=1, max_len=16, lr=1e-3, eval_every=2, data_dir=str(data),
+                                         runs_dir=str(runs_dir)))
+    assert (runs_dir / "tiny-spans" / "figures" / "spans.png").stat().st_size > 5000
+    assert not (runs_dir / "tiny-spans" / "figures" / "token_weights.png").exists()
+    papermill("04_submission", tmp_path, dict(runs=["tiny-spans"], blend_json="", data_dir=str(data),
+                                              runs_dir=str(runs_dir), out_dir=str(tmp_path / "out")))
+    sub = pd.read_csv(tmp_path / "out" / "submission.csv", dtype=str, keep_default_na=False)
+    comp = load_competition(slug)
+    assert list(sub.columns) == ["id", "location"]
+    assert sub["id"].tolist() == pd.read_csv(data / "sample_submission.csv", dtype=str)["id"].tolist()
+    notes = read_table(comp, data, "test").set_index("id")["pn_history"]
+    for i, cell in zip(sub["id"], sub["location"]):
+        check_spans(parse_location(cell), notes[i])

@@ -901,6 +901,30 @@ def span_examples(df: pd.DataFrame, comp, n: int = 2):
     return spans_figure(items, titles, title="Labelled spans")
 
 
+def span_predictions(oof, df: pd.DataFrame, comp, n: int = 4, fold: int = 0):
+    """A run's out-of-fold answers on its texts (utils.runs.read_oof's `oof`; `df` the training rows
+    as the kit reads them): fold `fold`'s first `n` rows with a true or a predicted span, both
+    marked (spans_figure), each titled with its condition and its own score."""
+    from .metrics import get_metric  # plots stays light: only when a span figure is drawn
+
+    obj, metric = oof.objective, get_metric(comp.metric_name)
+    rows = oof.frame[oof.frame["fold"] == fold]
+    texts = df.set_index(df[comp.id_col].astype(str))
+    truth, pred = obj.oof_arrays(rows, list(oof.truth))
+    items, titles = [], []
+    for i, t, p in zip(rows["id"].astype(str), truth, pred):
+        text = str(texts.loc[i, comp.span_col])
+        true_spans, pred_spans = obj.spans_of(text, t), obj.spans_of(text, p)
+        if not (true_spans or pred_spans):
+            continue
+        cond = f" | {comp.text_cols[0]}: {texts.loc[i, comp.text_cols[0]]}" if comp.text_pair else ""
+        items.append((text, true_spans, pred_spans))
+        titles.append(f"{comp.id_col} {i}{cond} | {metric.name} {metric.score([t], [p]):.2f}")
+        if len(items) == n:
+            break
+    return spans_figure(items, titles, title=f"Fold {fold}'s validation rows: true and predicted spans")
+
+
 def _runs(marks: np.ndarray, start: int, end: int) -> list:
     """[(i, j)] pieces of [start, end) over which `marks` is constant."""
     out, i = [], start
