@@ -37,7 +37,7 @@
 # %% tags=["parameters"]
 competition = ""  # a built-in slug or a competition.json; empty: commonlitreadabilityprize
 model_name = "roberta-base"  # hub name (internet on), a folder, or a backbone the kit has offline (utils.models)
-pooling = "attention"  # attention | mean | max | cls | last (a decoder's last real token) | attention+mean (span tasks: none, every token)
+pooling = "attention"  # attention | mean | max | cls | last (a decoder's last token) | attention+mean (spans: none)
 run_name = "roberta-base-attention"
 folds = 5
 epochs = 3

@@ -614,7 +614,8 @@ def test_eda_notebook_on_a_span_competitions_real_data(slug, tmp_path, minilm_pa
     nb, text = eda_notebook(tmp_path, dict(competition=slug, data_dir=str(data), out_dir=str(out),
                                            tokenizer=minilm_path, max_rows=3000, max_len=128))
     made = sorted(p.name for p in out.glob("*.png"))
-    assert {"spans.png", "spans_per_condition.png", "span_examples.png", "text_lengths.png", "baselines.png"} <= set(made)
+    assert {"spans.png", "spans_per_condition.png", "span_examples.png", "text_lengths.png",
+            "baselines.png"} <= set(made)
     assert "target_distribution.png" not in made and "extremes.png" not in made
     df = read_table(comp, data).sample(n=3000, random_state=42).reset_index(drop=True)
     facts = eda.span_facts(comp, df, AutoTokenizer.from_pretrained(minilm_path))
