@@ -330,10 +330,10 @@ def test_the_benchmark_average_scores_the_mean_of_its_runs_on_the_same_rows(tmp_
 
 
 @pytest.mark.parametrize("shape", ["words", "offsets", "labels"])
-def test_init_refuses_a_span_competition_in_one_line_instead_of_guessing_a_class(shape, tmp_path):
+def test_init_describes_a_span_competition_instead_of_guessing_a_class(shape, tmp_path):
     """Tweet's selected_text (a part of its text) and NBME's location (character offsets) are not
-    classes: as a multiclass target they would train on 18,000 'labels'. A short label column
-    that is no part of the text is a class as before."""
+    classes (as a multiclass target they would train on 18,000 'labels'): init writes a span task.
+    A short label column that is no part of the text is a class as before."""
     words = ("love sunny day phone broke again normal tuesday great game tonight worst traffic ever seen "
              "es el un la de en").split()
     rng = np.random.default_rng(0)
@@ -351,7 +351,26 @@ def test_init_refuses_a_span_competition_in_one_line_instead_of_guessing_a_class
     if shape == "labels":
         assert infer(tmp_path)[0].task == "binary"
         return
-    with pytest.raises(DataError) as e:
-        infer(tmp_path)
+    comp, why = infer(tmp_path)
     words = "character offsets" if shape == "offsets" else "is a part of column 'text' in 100% of rows"
-    assert words in str(e.value) and "a span competition" in str(e.value) and "\n" not in str(e.value)
+    assert any(words in w and w.startswith("task spans") for w in why)
+    assert (comp.task, comp.span_col, comp.text_cols, comp.target_cols) == ("spans", "text", ("text",), (col,))
+    assert (comp.span_labels, comp.span_count, comp.metric_name) == (
+        ("offsets", "many", "char_f1") if shape == "offsets" else ("text", "one", "jaccard"))
+
+
+@pytest.mark.parametrize("slug", ["tweet-sentiment-extraction", "nbme-score-clinical-patient-notes"])
+def test_init_on_the_span_competitions_real_files_finds_the_built_in_description(slug):
+    """Tweet (the sentiment as the condition, stratified on it) and NBME (the notes and features
+    joined from the tables of neither role, keys written 000 in one and 0 in the other; the
+    feature as the condition, grouped by note) as the built-in descriptions read them."""
+    from helpers import real_dir
+
+    comp, _ = infer(real_dir(slug))
+    builtin = BUILTIN[slug]
+    for field in ("id_col", "text_cols", "target_cols", "task", "metric_name", "span_col", "span_labels",
+                  "span_count", "stratify_col"):
+        assert getattr(comp, field) == getattr(builtin, field), field
+    assert sorted(comp.train_joins) == sorted(builtin.train_joins) and comp.folds == builtin.folds
+    train = read_table(comp, real_dir(slug), "train")
+    assert len(train) == len(read_table(builtin, real_dir(slug), "train")) and train[comp.span_col].str.len().min() >= 0

@@ -39,7 +39,8 @@ def description(task: str) -> Competition:
     targets = ("a", "b") if task in ("multi_regression", "multilabel") else ("target",)
     classes = ("neg", "pos") if task == "binary" else ("x", "y", "z") if task == "multiclass" else ()
     ranking = {"retrieval": dict(catalogue=("items.csv", "id", "text"), answer_k=25),
-               "multiple_choice": dict(options=("A", "B", "C", "D"), answer_k=3)}.get(task, {})
+               "multiple_choice": dict(options=("A", "B", "C", "D"), answer_k=3),
+               "spans": dict(span_col="text", span_labels="offsets", span_count="many")}.get(task, {})
     return Competition(slug=f"probe-{task}", text_cols=("text",), target_cols=targets, task=task, classes=classes,
                        target_range=(1.0, 6.0) if task == "ordinal" else (), **ranking)
 
@@ -50,13 +51,16 @@ def test_each_kind_says_what_its_targets_are_and_eda_reads_it(task):
     obj = objective_of(comp)
     assert {o.name: o.kind for o in OBJECTIVES.values()} == {
         "regression": "values", "classification": "classes", "multilabel": "labels", "multiple_choice": "options",
-        "retrieval": "items"}
+        "retrieval": "items", "spans": "spans"}
     assert eda.target_kind(comp) == obj.kind and obj.classes == (obj.kind in ("classes", "options"))
     # The made-up rows a metric of one's own is first tried on have the shapes training scores.
     y, pred = obj.sample(comp)
     # A row's outputs: a head's, an option's score each, or a score per catalogue item (the sample's 50)
     n_out = {"options": len(comp.options), "items": 2 * comp.answer_k}.get(
         obj.kind, obj.num_outputs(comp.target_cols, list(comp.classes) or [0, 1, 2]))
+    if obj.kind == "spans":  # a row's character scores (characters, heads): (16, C, heads)
+        assert pred.shape[::2] == (16, n_out) and np.isfinite(pred).all() and y.shape == (16,)
+        return
     assert pred.shape == (16, n_out) and np.isfinite(pred).all()
     assert y.shape == ((16,) if obj.labelled else (16, len(comp.target_cols)))
 

@@ -187,7 +187,10 @@ class Competition:
             bad("metric", f"{refused} (task {self.task!r})")
         if self.metric_code:  # a metric of one's own scores made-up rows now, not after a fold trained
             try:
-                check_on_sample(METRICS[self.metric_name], *obj.sample(self), self.metric_file or "metric_code")
+                y, pred = obj.sample(self)
+                if METRICS[self.metric_name].needs == "spans":  # the answers as written, decoded from the scores
+                    y, pred = obj.truth(y, 1), obj.scored(y, pred)
+                check_on_sample(METRICS[self.metric_name], y, pred, self.metric_file or "metric_code")
             except ValueError as e:
                 bad("metric_file", str(e))
 

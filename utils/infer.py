@@ -17,6 +17,7 @@ import pandas as pd
 
 from .competition import TASKS, Competition
 from .data import DataError
+from .tables import join_key
 
 SHORT_TEXT = 64  # characters on average: a column this short is a phrase, not a document
 MIN_GROUPS = 10  # a repeating column proposes grouped folds when it has at least this many values
@@ -33,7 +34,10 @@ def _tables(data_dir: Path, files: set, role: str, id_col: str, sample: str) -> 
     """(the `role` table: the one holding the sample submission's id column, its rows with the
     others joined, the joins (file, key), why): the other tables of the role join by a shared
     column whose values are unique in them."""
+    other = "test" if role == "train" else "train"
     names = sorted((f for f in files if role in f.lower() and f != sample), key=lambda f: (f != f"{role}.csv", f))
+    # Tables of neither role (NBME's patient_notes.csv, features.csv) join onto both, after the role's own.
+    names += sorted(f for f in files if role not in f.lower() and other not in f.lower() and f != sample)
     heads = {f: list(pd.read_csv(data_dir / f, nrows=0, encoding="utf-8-sig").columns) for f in names}
     main = next((f for f in names if id_col in heads[f]), None)
     if main is None:
@@ -51,9 +55,12 @@ def _tables(data_dir: Path, files: set, role: str, id_col: str, sample: str) -> 
         key = next((c for c in shared if table[c].is_unique), None)
         if key is None:
             continue
+        joined = df.assign(**{key: join_key(df[key])}).merge(table.assign(**{key: join_key(table[key])}), on=key,
+                                                             how="left", suffixes=("", f"_{Path(f).stem}"))
+        if role not in f.lower() and joined[[c for c in table.columns if c != key]].isna().all(axis=None):
+            continue  # a table of neither role whose keys match none of the rows: not this table's
         joins.append((f, key))
-        df = df.merge(table, on=key, how="left", suffixes=("", f"_{Path(f).stem}")) if df[key].dtype == object \
-            else df.astype({key: str}).merge(table, on=key, how="left", suffixes=("", f"_{Path(f).stem}"))
+        df = joined
         why.append(f"{role}_joins {f} on {key!r}: a table sharing {key!r} with {main}, one row per value")
     return main, df, tuple(joins), [w for w in why if w]
 
@@ -77,28 +84,67 @@ def _targets(tr: pd.DataFrame, train: str, sample: str, sub: pd.DataFrame) -> tu
 OFFSETS = re.compile(r"^\d+ \d+(;\d+ \d+)*$")  # a span as character offsets: "s e" or "s e;s e"
 
 
-def _spans(tr: pd.DataFrame, train: str, targets: tuple) -> None:
-    """A target that is part of a text, refused in one line: character offsets (NBME's location,
-    "s e;s e" or a list of them) or a substring of another column in most rows (Tweet's
+def _spans(tr: pd.DataFrame, train: str, targets: tuple) -> tuple | None:
+    """A target that is part of a text: (how its labels are written, the column they index or "",
+    why). Character offsets (NBME's location, "s e;s e" or a list of them: their text is found once
+    the text columns are known, span_text) or a substring of another column in most rows (Tweet's
     selected_text). As a class or a value it would train on the wrong thing."""
     for t in (t for t in targets if not pd.api.types.is_numeric_dtype(tr[t])):
         cells = tr[t].dropna().astype(str).str.strip()
         cells = cells[~cells.isin(["", "[]"])]
         if cells.nunique() < max(20, len(cells) // 5):  # a span answer is nearly every row's own; classes are few
             continue
+        if len(targets) > 1:
+            raise DataError(f"{train}: column {t!r} holds parts of a text, beside other targets "
+                            f"{[c for c in targets if c != t]}: a span task has one label column")
         pieces = cells.str.strip("[]").str.split(",").explode().str.strip().str.strip("'\"")
         pieces = pieces[pieces != ""]
         if len(pieces) and pieces.str.fullmatch(OFFSETS).mean() > 0.9:
-            raise DataError(f"{train}: column {t!r} holds character offsets ({cells.iloc[0]!r}): a span competition "
-                            "(its answer is parts of a text), which the kit's descriptions do not express yet")
+            return "offsets", "", f"task spans: column {t!r} holds character offsets ({cells.iloc[0]!r})"
         for c in (c for c in tr.columns if c != t and not pd.api.types.is_numeric_dtype(tr[c])):
             both = tr[[c, t]].dropna().astype(str)
             both = both[both[t].str.len() > 0]
             inside = np.mean([a in b for a, b in zip(both[t], both[c])]) if len(both) else 0.0
             if inside > 0.9 and (both[t] != both[c]).mean() > 0.2:
-                raise DataError(f"{train}: column {t!r} is a part of column {c!r} in {inside:.0%} of rows: a span "
-                                "competition (its answer is parts of a text), which the kit's descriptions do not "
-                                "express yet")
+                return "text", c, f"task spans: column {t!r} is a part of column {c!r} in {inside:.0%} of rows"
+    return None
+
+
+def span_text(tr: pd.DataFrame, target: str, text_cols: tuple) -> str:
+    """The text column character offsets index: the shortest one that every row's offsets fit (the
+    longest when none does: check_spans then names the row that does not)."""
+    from .spans import parse_location
+
+    ends = np.array([max((e for _, e in parse_location(v)), default=0) for v in tr[target]])
+    lengths = {c: tr[c].fillna("").astype(str).str.len().to_numpy() for c in text_cols}
+    fits = [c for c in text_cols if (ends <= lengths[c]).all()]
+    return min(fits, key=lambda c: lengths[c].mean()) if fits else max(text_cols, key=lambda c: lengths[c].mean())
+
+
+def _span_fields(tr: pd.DataFrame, te: pd.DataFrame, found: tuple, target: str, skip: set) -> tuple[dict, list]:
+    """A span description's fields from what _spans found and the inferred text columns: the
+    span column second, after one condition column (the other text column with the fewest
+    distinct values), the labels' form and count, the metric; stratified on a condition of few
+    values."""
+    labels, column, why = found
+    why = [why]
+    text_cols = [c for c in tr.columns if c in te.columns and c not in skip and not _id_like(c) and _written_text(tr[c])]
+    column = column or span_text(tr, target, text_cols)
+    others = sorted((c for c in text_cols if c != column), key=lambda c: tr[c].nunique())
+    if others:
+        why.append(f"text_cols [{others[0]!r}, {column!r}]: the spans index {column!r}, read after the condition "
+                   f"{others[0]!r}" + (f" ({', '.join(map(repr, others[1:]))} left out: one condition)"
+                                       if len(others) > 1 else ""))
+    count = "one" if labels == "text" else "many"
+    metric = "jaccard" if labels == "text" else "char_f1"
+    how = "a start and an end" if count == "one" else "any number of spans"
+    why.append(f"span_labels {labels!r}, span_count {count!r} ({how}), metric {metric} (check the competition's page)")
+    fields = dict(text_cols=(*others[:1], column), span_col=column, span_labels=labels,
+                  span_count=count, metric=metric if metric != TASKS["spans"][1] else "")
+    if others and tr[others[0]].nunique() <= 20:
+        fields["stratify_col"] = others[0]
+        why.append(f"stratify_col {others[0]!r}: folds keep its {tr[others[0]].nunique()} values' shares")
+    return fields, why
 
 
 def _task(y: pd.DataFrame, targets: tuple, classes: tuple) -> tuple[str, tuple, list]:
@@ -134,14 +180,21 @@ def _id_like(name) -> bool:
     return str(name).lower().endswith("id")
 
 
+def _written_text(values: pd.Series) -> bool:
+    """A column of text: not numbers, nor numbers read as strings (a joined table's key-like columns)."""
+    if pd.api.types.is_numeric_dtype(values):
+        return False
+    present = values.dropna()
+    return not len(present) or pd.to_numeric(present, errors="coerce").isna().any()
+
+
 def _text_cols(tr: pd.DataFrame, te: pd.DataFrame, skip: set, train: str, test: str) -> tuple[tuple, list]:
     """(the input's text columns, why): every text column the train and test tables share, in the
     train table's order, when even the longest is a short phrase; else the longest text that is
     each row's own (not one repeated over many rows, such as a joined prompt). Types and lengths
     are the training file's: a test file may be a stub of a few rows (Kaggle swaps in the real
     one when a notebook is scored), whose missing or short values would flip the choice."""
-    shared = [c for c in tr.columns if c in te.columns and c not in skip and not _id_like(c)
-              and not pd.api.types.is_numeric_dtype(tr[c])]
+    shared = [c for c in tr.columns if c in te.columns and c not in skip and not _id_like(c) and _written_text(tr[c])]
     if not shared:
         raise DataError(f"{train} and {test} share no text column besides the id")
     lengths = {c: float(tr[c].fillna("").astype(str).str.len().mean()) for c in shared}
@@ -263,16 +316,22 @@ def infer(data_dir) -> tuple[Competition, list]:
     why += w
     targets, classes, w = _targets(tr, train, sample, sub)
     why += w
-    _spans(tr, train, targets)
+    found = _spans(tr, train, targets)
     y = tr[list(targets)]
-    task, classes, w = _task(y, targets, classes)
+    task, classes, w = _task(y, targets, classes) if found is None else ("spans", (), [])
     why += w
     keys = tuple(k for _, k in (*train_joins, *test_joins))
     text_cols, w = _text_cols(tr, te, {id_col, *targets, *keys}, train, test)
     why += w
+    spans_kw = {}
+    if found is not None:
+        spans_kw, w = _span_fields(tr, te, found, targets[0], {id_col, *targets, *keys})
+        why += w
+        text_cols = spans_kw.pop("text_cols")
     metric = "roc_auc" if task == "multilabel" else TASKS[task][1]
-    why.append(f"metric {metric}: the default for {task} (check the competition's page: e.g. pearson, "
-               "spearman, roc_auc, log_loss, or a metric_file of your own)")
+    if found is None:
+        why.append(f"metric {metric}: the default for {task} (check the competition's page: e.g. pearson, "
+                   "spearman, roc_auc, log_loss, or a metric_file of your own)")
     rng = ()
     if task in ("regression", "multi_regression", "ordinal"):
         rng = (float(y.min().min()), float(y.max().max()))
@@ -281,7 +340,8 @@ def infer(data_dir) -> tuple[Competition, list]:
     group, w = _group(tr, text_cols, tuple(k for _, k in train_joins))
     why += w
     comp = Competition(slug=data_dir.resolve().name, id_col=id_col, text_cols=text_cols, target_cols=targets,
-                       task=task, metric=metric if metric != TASKS[task][1] else "", target_range=rng,
+                       task=task, metric=spans_kw.pop("metric", metric if metric != TASKS[task][1] else ""),
+                       target_range=rng, **spans_kw,
                        classes=tuple(classes), submission="probabilities" if classes and len(targets) == 1
                        and classes == tuple(map(str, sub.columns[1:])) else "",
                        train_file=train, test_file=test, sample_submission=sample, train_joins=train_joins,

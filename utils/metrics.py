@@ -345,8 +345,8 @@ def register_code(code: str, name: str, source: str = "metric_file") -> Metric:
         names = ", ".join(repr(m.name) for m in found) or "none"
         raise ValueError(f"{source} defines no Metric named {name!r} (the description's metric); found: {names}")
     m = mine[0]
-    if m.needs not in ("values", "labels", "probabilities") or m.rule not in ("", *RULES):
-        raise ValueError(f"{source}: Metric {name!r}: needs is values, labels or probabilities; rule is "
+    if m.needs not in ("values", "labels", "probabilities", "spans") or m.rule not in ("", *RULES):
+        raise ValueError(f"{source}: Metric {name!r}: needs is values, labels, probabilities or spans; rule is "
                          f"'', {', '.join(RULES)}; got needs={m.needs!r}, rule={m.rule!r}")
     METRICS[name] = m
     return m
