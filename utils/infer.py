@@ -128,7 +128,8 @@ def _span_fields(tr: pd.DataFrame, te: pd.DataFrame, found: tuple, target: str, 
     values."""
     labels, column, why = found
     why = [why]
-    text_cols = [c for c in tr.columns if c in te.columns and c not in skip and not _id_like(c) and _written_text(tr[c])]
+    text_cols = [c for c in tr.columns
+                 if c in te.columns and c not in skip and not _id_like(c) and _written_text(tr[c])]
     column = column or span_text(tr, target, text_cols)
     others = sorted((c for c in text_cols if c != column), key=lambda c: tr[c].nunique())
     if others:
