@@ -9,6 +9,7 @@ The real data comes through $TWEET_SPANS_DATA (tweet-sentiment-extraction) and $
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 from pathlib import Path
@@ -471,7 +472,8 @@ def test_the_span_metrics_are_in_the_registry_greater_is_better_and_score_by_han
     assert f1.score([((0, 4),)], [((2, 6),)]) == pytest.approx(0.5)
     assert f1.loss([((0, 4),)], [((2, 6),)]) == pytest.approx(-0.5)  # what checkpoints minimise
     # one true entity found among two predicted: P 1/2, R 1, F5 = 26 * 0.5 / (25 * 0.5 + 1)
-    assert f5.score([(0, "NAME", 0, 3)], [(0, "NAME", 0, 3), (0, "NAME", 5, 6)]) == pytest.approx(13 / 13.5)
+    assert f5.score([((0, 3),), ()], [((0, 3), (5, 6)), ()]) == pytest.approx(13 / 13.5)
+    assert f5.score([((0, 3),), ()], [(), ((0, 3),)]) == 0.0  # the same place in another row is another entity
 
 
 # ----------------------------------------------------------------------------- the span shape in the loop
@@ -756,3 +758,84 @@ def json_cv(run) -> float:
     import json
 
     return json.loads((Path(run) / "metrics.json").read_text())["cv"]
+
+
+PII_RESHAPE = '''
+import json
+
+import pandas as pd
+
+LABELS = ["NAME_STUDENT", "EMAIL"]
+
+
+def reshape(df, split):
+    """A row per (document, entity type): the type is the condition, its places the spans."""
+    rows = []
+    for _, d in df.iterrows():
+        found = json.loads(d["entities"]) if split == "train" else []
+        for label in LABELS:
+            spans = ";".join(f"{s} {e}" for kind, s, e in found if kind == label)
+            rows.append({"row_id": f"{d['document']}_{label}", "document": d["document"], "label": label,
+                         "full_text": d["full_text"], "location": spans})
+    return pd.DataFrame(rows)
+'''
+
+
+def pii_folder(folder: Path, n: int = 12) -> Path:
+    """PII Data Detection's shape over the tiny words: documents, their entities as (type, start,
+    end), a test file of documents and a sample submission of (document, type) rows."""
+    from conftest import WORDS
+
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = []
+    for i in range(n):
+        words = list(rng.choice(WORDS, 10))
+        text = " ".join(words[:4]) + " cat sat " + " ".join(words[4:]) + " dog"
+        name, email = text.index("cat sat"), len(text) - 3
+        docs.append({"document": i, "full_text": text,
+                     "entities": json.dumps([["NAME_STUDENT", name, name + 7], ["EMAIL", email, email + 3]])})
+    pd.DataFrame(docs).to_csv(folder / "train.csv", index=False)
+    pd.DataFrame(docs[:2]).drop(columns="entities").assign(document=[100, 101]).to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"row_id": [f"{d}_{k}" for d in (100, 101) for k in ("NAME_STUDENT", "EMAIL")],
+                  "location": ""}).to_csv(folder / "sample_submission.csv", index=False)
+    (folder / "pii.py").write_text(PII_RESHAPE)
+    return folder
+
+
+@pytest.mark.versions
+def test_entities_of_several_types_are_spans_conditioned_on_their_type(tmp_path, tiny_bert):
+    """PII Data Detection (and Feedback Prize's discourse types) in the same fields: a reshape makes
+    a row per (document, entity type), the type the condition, its places offsets; F5 over each
+    row's exact spans. Trained, its CV is F5 of oof.csv's answers, and the submission holds offsets
+    inside each document in the sample's rows."""
+    from helpers import cfg_for
+
+    from utils import predict
+    from utils.competition import load_competition
+    from utils.metrics import METRICS
+    from utils.runs import read_oof
+    from utils.spans import check_spans, parse_location
+    from utils.train import run_cv
+
+    data = pii_folder(tmp_path / "pii")
+    desc = {"slug": "pii-detection-removal-from-educational-data", "id_col": "row_id", "reshape": "pii",
+            "reshape_file": "pii.py", "text_cols": ["label", "full_text"], "target_cols": ["location"],
+            "task": "spans", "metric": "f5", "span_col": "full_text", "span_labels": "offsets", "span_count": "many",
+            "folds": "group", "group_col": "document"}
+    (data / "competition.json").write_text(json.dumps(desc))
+    comp = load_competition(str(data / "competition.json"))
+    run = tmp_path / "run"
+    metrics = run_cv(cfg_for(data / "train.csv", run, tiny_bert, competition=str(data / "competition.json"),
+                             max_len=16, max_steps=4, lr=5e-3, head_lr=5e-3))
+    y, p = read_oof(run).arrays()
+    assert len(y) == 24 and metrics["metric"] == "f5" and metrics["cv"] == pytest.approx(METRICS["f5"].score(y, p))
+    assert all(len(a) == 1 for a in y)  # one place per (document, type) row
+    out = tmp_path / "sub.csv"
+    assert predict.main(["--test-csv", str(data / "test.csv"), "--runs", str(run), "--out", str(out)]) == 0
+    sub = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert sub["row_id"].tolist() == pd.read_csv(data / "sample_submission.csv", dtype=str)["row_id"].tolist()
+    text = pd.read_csv(data / "test.csv")["full_text"][0]
+    for cell in sub["location"]:
+        check_spans(parse_location(cell), text)
+    assert comp.span_side == 1

@@ -305,7 +305,7 @@ METRICS = _Registry(
         # parts of the text: the answers as submitted (utils.spans)
         Metric("jaccard", spans.word_jaccard, True, "spans", title="word-level Jaccard"),
         Metric("char_f1", spans.char_micro_f1, True, "spans", title="micro F1 over characters"),
-        Metric("f5", spans.entity_fbeta, True, "spans", title="micro F5 over entities"),
+        Metric("f5", spans.span_fbeta, True, "spans", title="micro F5 over entities (each row's spans)"),
     )
 )
 

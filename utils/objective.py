@@ -941,6 +941,7 @@ class Spans(Objective):
             return metric.score([a for k in ks for a in truth[k]], [a for k in ks for a in answers(k, t)])
 
         thresholds, out = {}, oof.copy()
+        out["pred"] = out["pred"].astype(object)  # a column of empty answers reads as NaN floats
         for k in folds:
             others = [j for j in folds if j != k]
             thresholds[k] = float(max(self.THRESHOLDS, key=lambda t: (score(others, t), -abs(t - 0.5))))

@@ -340,6 +340,18 @@ def char_micro_f1(true_spans_per_row, pred_spans_per_row) -> float:
     return char_micro_scores(true_spans_per_row, pred_spans_per_row)["f1"]
 
 
+def row_entities(rows) -> set:
+    """A span task's answers per row (tuples of spans) as entities: {(row, start, end)}."""
+    return {(i, int(s), int(e)) for i, spans in enumerate(rows) for s, e in spans}
+
+
+def span_fbeta(true_rows, pred_rows, beta: float = 5.0) -> float:
+    """Micro F-beta over the spans of every row (entity_fbeta of row_entities): a span counts when
+    its row, start and end are exact. A row of a (document, entity type) pair makes PII Data
+    Detection's F5 over (document, type, place)."""
+    return entity_fbeta(row_entities(true_rows), row_entities(pred_rows), beta)
+
+
 def entity_fbeta(true_entities, pred_entities, beta: float = 5.0) -> float:
     """Micro F-beta over entities: any hashable tuples, e.g. (row, entity type, (start, end)), or PII
     Data Detection's (document, token, label); each counted once. Precision and recall of the predicted
