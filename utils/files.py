@@ -17,6 +17,8 @@ KIT_CONFIG = "kit_config.json"  # the kit's record: model spec, training setting
 WEIGHTS = "kit_model.safetensors"
 BACKBONE_CONFIG = "config.json"  # the backbone's architecture, in a model folder as in a hub model's
 FILES_NEEDED = (KIT_CONFIG, WEIGHTS, BACKBONE_CONFIG, "tokenizer_config.json")
+# A span task's fold keeps its out-of-fold character scores here (utils.objective.Spans).
+CHARS = "chars.npz"
 # The files of a base model that decide what it computes (a LoRA fold records their sha256).
 BASE_FILES = (BACKBONE_CONFIG, "*.safetensors", "*.bin")
 # A saved tokenizer also needs its vocabulary: tokenizer.json (fast) or a slow tokenizer's file.

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import spans
 from .competition import TASKS, Competition
 from .data import DataError
 from .tables import join_key
@@ -113,9 +114,7 @@ def _spans(tr: pd.DataFrame, train: str, targets: tuple) -> tuple | None:
 def span_text(tr: pd.DataFrame, target: str, text_cols: tuple) -> str:
     """The text column character offsets index: the shortest one that every row's offsets fit (the
     longest when none does: check_spans then names the row that does not)."""
-    from .spans import parse_location
-
-    ends = np.array([max((e for _, e in parse_location(v)), default=0) for v in tr[target]])
+    ends = np.array([max((e for _, e in spans.parse_location(v)), default=0) for v in tr[target]])
     lengths = {c: tr[c].fillna("").astype(str).str.len().to_numpy() for c in text_cols}
     fits = [c for c in text_cols if (ends <= lengths[c]).all()]
     return min(fits, key=lambda c: lengths[c].mean()) if fits else max(text_cols, key=lambda c: lengths[c].mean())

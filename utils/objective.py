@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 from . import spans
-from .data import DataError, _rows, label_text
-from .files import atomic_file
+from .data import DataError, _rows, item_id, label_text
+from .files import CHARS, atomic_file
 from .metrics import METRICS, apply_rule, rmse, top_k
 
 
@@ -80,6 +80,11 @@ class Objective:
         """What a training file's labels must be, refused in one line naming the file `name`, the
         column and a row (values: anything numeric, read as such by utils.data); `items`: a
         retriever's catalogue ids."""
+
+    def labels_as_read(self, values: pd.Series) -> pd.Series:
+        """A training file's label column as the rest of the kit compares it: as it is (a
+        retriever's ids as its catalogue writes them: 583.0 is 583)."""
+        return values
 
     def labels(self, values: pd.Series, num_labels: int = 0, source: str = "", order=()) -> list | None:
         """The class labels of a target column (None: no classes): `order` (the description's
@@ -602,6 +607,9 @@ class Retrieval(Objective):
     # others 0. A blend of retrievers weighs these, in the out-of-fold file and at test time alike.
     FUSION: ClassVar[int] = 60
 
+    def labels_as_read(self, values):
+        return values.map(item_id)
+
     def check_labels(self, comp, df, name, items=None):
         """Every true item is in the catalogue (`items`; not checked without it)."""
         if items is None:
@@ -907,7 +915,7 @@ class Spans(Objective):
         for frame, run in zip(frames, runs):
             rows = [x for k in sorted(frame["fold"].unique()) for x in read_chars(Path(run) / f"fold{int(k)}")]
             if len(rows) != len(frame):
-                raise DataError(f"{run}: its folds' {CHARS} hold {len(rows)} rows, its oof.csv {len(frame)}")
+                raise DataError(f"{run}: its folds' {CHARS} hold {len(rows)} rows, its out-of-fold file {len(frame)}")
             saved.append(rows)
         width = max(len(t) for rows in saved for t, _ in rows)
         out = []
@@ -959,9 +967,6 @@ class Spans(Objective):
         texts = test[self.span_col].astype(str).tolist()
         return {comp.target_cols[0]: [self.cell(self.written(x, spans.decode(x, p[: len(x)], t)))
                                       for x, p in zip(texts, preds)]}
-
-
-CHARS = "chars.npz"
 
 
 def _objects(values) -> np.ndarray:

@@ -131,7 +131,7 @@ def build(retriever, data_dir, n: int, out) -> dict:
     if kept < n:
         raise DataError(f"--candidates {n}: the retriever's {OOF} ({retriever}) keeps {kept} candidates per query: "
                         f"rerank at most that many (--candidates {kept})")
-    items = read_catalogue(comp, data_dir)
+    items = read_catalogue(comp, data_dir)  # light: utils.shapes (its items) would import torch
     known = set(items["id"])
     lacking = next(((q, c) for q, row in zip(ids, cands) for c in row[:n] if c not in known), None)
     if lacking:
@@ -247,7 +247,7 @@ def predict(retriever, reranker, test_csv, out, n: int | None = None, timings: d
         raise ValueError(f"--prior-weight {weight:g}: a weight of the retriever's ranks is 0 (the reranker alone) "
                          "or more")
     test = read_split(comp, test_csv, "test", blank=shape_of(comp).blank_note)
-    items = read_catalogue(comp, Path(test_csv).parent)
+    items = shape_of(comp).items(comp, Path(test_csv).parent)
     sample = check_sample(Path(test_csv).parent / comp.sample_submission) if sample_submission else None
     t0 = time.time()
     scores = predict_run(retriever, shape_of(comp).inputs(comp, test), items=items["text"].tolist(), **kw)

@@ -92,8 +92,8 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
     df = check_frame(df, name, comp.text_cols, targets, comp.id_col, extra, labelled, blank,
                      () if labelled else comp.target_range)
     warn_blank_options(df, name, comp.options, comp.id_col)
-    if targets and objective_of(comp).kind == "items":  # catalogue ids as the catalogue reads them (583.0: 583)
-        df[targets[0]] = df[targets[0]].map(item_id)
+    if targets:  # labels as the objective reads them (a retriever's: ids as its catalogue writes them)
+        df[targets[0]] = obj.labels_as_read(df[targets[0]])
     if split == "train":
         check_labels(comp, df, name, path.parent)
     return df
