@@ -195,8 +195,13 @@ def kit(slug: str, data: Path, model: str, out: str, epochs: int, save_every: in
     metrics, oof, history = read_metrics(out), read_oof(out), read_history(out, 0)
     y, p = oof.arrays()
     metric = METRICS[metrics["metric"]]
+    t1 = time.time()  # inference: fold 0's model on the competition's test file, as the submission reads it
+    from utils.predict import submit
+
+    sub = submit([out], data / "test.csv", str(Path(out) / "submission_fold0.csv"), progress=False)
     res = {"arm": f"the kit ({Path(model).name}, {r['epochs']} epochs)", metric.name: metric.score(y, p),
            "minutes_this_session": (time.time() - t0) / 60, "fold_minutes": history["seconds"] / 60,
+           "predict_minutes": (time.time() - t1) / 60, "test_rows": len(sub),
            "steps": history["steps"], **r, "model": model, "run": out}
     if slug == TWEET:
         df = pd.read_csv(data / file, keep_default_na=False).set_index("textID")
@@ -352,6 +357,13 @@ def table() -> str:
     for a in (n or {}).get("arms", []):
         lines.append(f"| NBME (character micro F1) | {a['model']} | {a['f1']:.4f} | precision {a['precision']:.4f}, "
                      f"recall {a['recall']:.4f}, {a['seconds']:.1f} s | `{n['command']}` |")
+    for comp, key, metric in (("Tweet Sentiment Extraction (word Jaccard)", "tweet", "jaccard"),
+                              ("NBME (character micro F1)", "nbme", "char_f1")):
+        for a in res.get(key, {}).get("models", {}).values():
+            minutes = a.get("fold_minutes") or a.get("train_minutes", 0) + a.get("predict_minutes", 0)
+            extra = ", ".join(f"{k} {v:.4f}" for k, v in a.get("per_sentiment", {}).items()) or \
+                (f"precision {a['precision']:.4f}, recall {a['recall']:.4f}" if "precision" in a else "")
+            lines.append(f"| {comp} | {a['arm']} | {a[metric]:.4f} | {extra}; {minutes:.1f} min | `{a['command']}` |")
     if t:
         x = t["noise"]
         lines.append(f"\nTweet labels ({x['rows']} rows): {x['not_verbatim']} not found verbatim in their text, "

@@ -839,3 +839,24 @@ def test_entities_of_several_types_are_spans_conditioned_on_their_type(tmp_path,
     for cell in sub["location"]:
         check_spans(parse_location(cell), text)
     assert comp.span_side == 1
+
+
+@pytest.mark.versions
+def test_a_lora_decoder_learns_spans_the_same_way(tmp_path, tiny_decoders):
+    """A decoder (Llama's conventions: no pad token, a start token, SentencePiece offsets) with LoRA
+    adapters trains a span task through the same loop; its answers are parts of their tweets."""
+    from helpers import LORA, cfg_for, tweet_table
+
+    from utils.runs import read_oof
+    from utils.train import run_cv
+
+    (tmp_path / "d").mkdir()
+    tweet_table().to_csv(tmp_path / "d" / "train.csv", index=False)
+    run = tmp_path / "run"
+    metrics = run_cv(cfg_for(tmp_path / "d" / "train.csv", run, tiny_decoders["llama"], competition=TWEET,
+                             max_len=24, max_steps=2, **{**LORA, "pooling": "tokens"}))
+    oof = read_oof(run).frame
+    texts = tweet_table().set_index("textID")["text"]
+    assert np.isfinite(metrics["cv"]) and all(str(p) in texts[i] for i, p in zip(oof["id"], oof["pred"].fillna("")))
+    kit = json.loads((run / "fold0" / "kit_config.json").read_text())
+    assert kit["model"]["lora_r"] == 4 and kit["model"]["pooling"] == "tokens"

@@ -355,7 +355,7 @@ class SpanDataset(torch.utils.data.Dataset):
                 labels = spans.token_targets(offsets, found, text, mask)
             keep = np.arange(len(ids))
             windows = [keep]
-            if len(ids) > max_len:
+            if len(ids) > max_len and mask.any():  # (a text of no token: the condition alone, cut below)
                 self.n_truncated += 1
                 body = np.flatnonzero(mask)
                 around = np.flatnonzero(~mask)
@@ -364,7 +364,9 @@ class SpanDataset(torch.utils.data.Dataset):
                 starts = list(range(0, max(len(body) - room, 0) + 1, max(1, room // 2)))
                 if starts[-1] + room < len(body):
                     starts.append(len(body) - room)
-                windows = [np.concatenate([prefix, body[s0:s0 + room], suffix]) for s0 in starts]
+                windows = [np.concatenate([prefix, body[s0:s0 + room], suffix])[:max_len] for s0 in starts]
+            elif len(ids) > max_len:
+                windows = [keep[:max_len]]
             for w in windows:
                 self.input_ids.append([ids[j] for j in w])
                 self.offsets.append(offsets[w])
