@@ -860,3 +860,13 @@ def test_a_lora_decoder_learns_spans_the_same_way(tmp_path, tiny_decoders):
     assert np.isfinite(metrics["cv"]) and all(str(p) in texts[i] for i, p in zip(oof["id"], oof["pred"].fillna("")))
     kit = json.loads((run / "fold0" / "kit_config.json").read_text())
     assert kit["model"]["lora_r"] == 4 and kit["model"]["pooling"] == "tokens"
+
+
+def test_no_pooling_hands_every_token_state_to_the_head():
+    import torch
+
+    from utils.pooling import NO_POOLING, POOLING_MODES, build_pooling
+
+    pool = build_pooling(NO_POOLING, 8)
+    h = torch.randn(2, 5, 8)
+    assert NO_POOLING not in POOLING_MODES and pool.output_dim == 8 and torch.equal(pool(h, torch.ones(2, 5)), h)

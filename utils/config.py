@@ -21,7 +21,7 @@ from .competition import (
 )
 from .files import content_sha256, file_sha256  # noqa: F401 (re-exported)
 from .objective import OBJECTIVES, REGRESSION, objective_of
-from .pooling import POOLING_MODES
+from .pooling import NO_POOLING, POOLING_MODES
 from .tables import catalogue_path
 
 # Without --competition, the column flags' defaults are the default competition's (CommonLit).
@@ -114,7 +114,7 @@ class TrainConfig:
             if not getattr(self, name):
                 raise ValueError(f"TrainConfig.{name} is required")
         checks = [
-            ("pooling", POOLING_MODES),
+            ("pooling", (*POOLING_MODES, NO_POOLING)),
             ("loss", LOSSES),
             ("precision", PRECISIONS),
             ("attention_scorer", ("mlp", "linear")),
@@ -220,7 +220,7 @@ def check_settings(cfg: TrainConfig, comp: Competition) -> None:
     """The settings this competition cannot train with, refused in one line."""
     if cfg.loss == "se" and (objective_of(comp).kind != "values" or len(comp.target_cols) != 1):
         raise ValueError("loss 'se' needs a single regression target")
-    if cfg.pooling == "tokens" and objective_of(comp).pooling != "tokens":
+    if cfg.pooling == NO_POOLING and objective_of(comp).pooling != NO_POOLING:
         raise ValueError(f"--pooling tokens (no pooling: an output per token) is for span tasks; a {comp.task} "
                          "model pools its tokens into one vector: attention, mean, max, cls, last or attention+mean")
 

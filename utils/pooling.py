@@ -12,8 +12,9 @@ from torch import nn
 
 # "last": the last real token, what a decoder (causal LM) has read the whole text by; "cls", the
 # first token, is an encoder's summary and, in a decoder, a token that has seen nothing.
-# "tokens": no pooling, every token's state goes to the head (span tasks: an output per token).
-POOLING_MODES = ("attention", "mean", "max", "cls", "last", "attention+mean", "tokens")
+POOLING_MODES = ("attention", "mean", "max", "cls", "last", "attention+mean")
+# No pooling: every token's state goes to the head (span tasks: an output per token, TokenStates).
+NO_POOLING = "tokens"
 
 
 def _mask(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -157,7 +158,7 @@ def build_pooling(mode: str, hidden_size: int, **kw) -> nn.Module:
     if mode == "attention+mean":
         return AttentionMeanPooling(hidden_size, **kw)
     simple = {"mean": MeanPooling, "max": MaxPooling, "cls": CLSPooling, "last": LastTokenPooling,
-              "tokens": TokenStates}
+              NO_POOLING: TokenStates}
     if mode not in simple:
-        raise ValueError(f"unknown pooling mode {mode!r}; valid modes: {', '.join(POOLING_MODES)}")
+        raise ValueError(f"unknown pooling mode {mode!r}; valid modes: {', '.join(POOLING_MODES)}, {NO_POOLING}")
     return simple[mode](hidden_size)
