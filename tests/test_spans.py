@@ -870,3 +870,16 @@ def test_no_pooling_hands_every_token_state_to_the_head():
     pool = build_pooling(NO_POOLING, 8)
     h = torch.randn(2, 5, 8)
     assert NO_POOLING not in POOLING_MODES and pool.output_dim == 8 and torch.equal(pool(h, torch.ones(2, 5)), h)
+
+
+def test_pseudo_labels_for_spans_are_refused_in_one_line(tmp_path):
+    from utils.competition import BUILTIN
+    from utils.config import TrainConfig, check_settings
+    from utils.data import DataError
+    from utils.pseudo import check_not_ranking
+
+    with pytest.raises(DataError, match="answers parts of its texts .*not yet for rankings or spans"):
+        check_not_ranking(BUILTIN[TWEET])
+    cfg = TrainConfig(train_csv="t.csv", out="o", model="m", pseudo_csv="p.csv")
+    with pytest.raises(ValueError, match="--pseudo-csv: nbme-score-clinical-patient-notes answers parts of its texts"):
+        check_settings(cfg, BUILTIN[NBME])

@@ -220,6 +220,9 @@ def check_settings(cfg: TrainConfig, comp: Competition) -> None:
     """The settings this competition cannot train with, refused in one line."""
     if cfg.loss == "se" and (objective_of(comp).kind != "values" or len(comp.target_cols) != 1):
         raise ValueError("loss 'se' needs a single regression target")
+    if cfg.pseudo_csv and (comp.ranking or comp.span_task):
+        raise ValueError(f"--pseudo-csv: {comp.slug} answers {'parts of its texts' if comp.span_task else 'a ranking'}"
+                         "; pseudo-labels are made for values, classes and labels only")
     if cfg.pooling == NO_POOLING and objective_of(comp).pooling != NO_POOLING:
         raise ValueError(f"--pooling tokens (no pooling: an output per token) is for span tasks; a {comp.task} "
                          "model pools its tokens into one vector: attention, mean, max, cls, last or attention+mean")

@@ -83,9 +83,10 @@ def check_max_std(runs, max_std) -> None:
 def check_not_ranking(comp) -> None:
     """Pseudo-labels are values, class or label probabilities: a ranking (retrieval, multiple
     choice) has none yet, refused in one line before any model loads."""
-    if comp.ranking:
-        raise DataError(f"{comp.slug} answers a ranking ({comp.task}): pseudo-labels are made for values, classes "
-                        "and labels only, not yet for rankings")
+    if comp.ranking or comp.span_task:
+        what = "parts of its texts" if comp.span_task else "a ranking"
+        raise DataError(f"{comp.slug} answers {what} ({comp.task}): pseudo-labels are made for values, classes "
+                        "and labels only, not yet for rankings or spans")
 
 
 def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, fold_weights: dict | None = None,
