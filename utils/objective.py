@@ -17,6 +17,7 @@ Light: numpy and pandas; torch only inside the training functions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 from dataclasses import dataclass
@@ -942,6 +943,7 @@ class Spans(Objective):
         saved = {k: read_chars(Path(run) / f"fold{k}") for k in folds}
         truth = {k: [self.answer(c) for c in oof.loc[oof["fold"] == k, label]] for k in folds}
 
+        @functools.cache  # each fold decoded once per threshold
         def answers(k, t):
             return [self.written(text, spans.decode(text, p, t)) for text, p in saved[k]]
 
