@@ -882,6 +882,7 @@ def spans_figure(rows, titles=None, max_lines: int = 8, title: str = "True and p
     return fig
 
 
+@styled
 def span_examples(df: pd.DataFrame, comp, n: int = 2):
     """Texts with their labelled spans marked (spans_figure): `n` rows per condition value (Tweet's
     sentiments; NBME's first features), rows with a span first, one with none where there is."""
@@ -901,6 +902,7 @@ def span_examples(df: pd.DataFrame, comp, n: int = 2):
     return spans_figure(items, titles, title="Labelled spans")
 
 
+@styled
 def span_predictions(oof, df: pd.DataFrame, comp, n: int = 4, fold: int = 0):
     """A run's out-of-fold answers on its texts (utils.runs.read_oof's `oof`; `df` the training rows
     as the kit reads them): fold `fold`'s first `n` rows with a true or a predicted span, both
