@@ -96,7 +96,7 @@ out = env.output_dir(out_dir, root)
 paths = [root / r for r in runs]
 comp = run_competition(paths[0])  # the runs know their competition: columns, task, metric
 report = ensemble.blend_report(paths, equal=equal_weights)
-one_output = len(report["outputs"]) == 1
+one_output = len(report["outputs"]) == 1 and not comp.span_task  # a span task's outputs: character scores
 oofs = ensemble.load_oofs(paths, min_folds=1) if one_output else None  # the rows the report blended
 print(f"{comp.title or comp.slug}: {len(paths)} runs, scored by {report['metric']}")
 

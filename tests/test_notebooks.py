@@ -325,9 +325,10 @@ demo.run_notebook("q", d, {{}}, "q_out")
     assert "UserWarning: mine" in "".join(o.get("text", "") for o in executed.cells[-1].outputs)
 
 
-def test_training_and_submission_notebooks_on_a_span_competition(tmp_path, tiny_bert):
-    """NBME through notebooks 02 and 04: the training notebook marks fold 0's true and predicted
-    spans; the submission notebook writes the sample's rows with offsets inside each note."""
+def test_training_ensembling_and_submission_notebooks_on_a_span_competition(tmp_path, tiny_bert):
+    """NBME through notebooks 02, 03 and 04: the training notebook marks fold 0's true and predicted
+    spans; the ensembling notebook blends two runs' character scores; the submission notebook
+    writes the blend's answers in the sample's rows, offsets inside each note."""
     from helpers import nbme_folder, papermill
 
     from utils.competition import load_competition
@@ -341,8 +342,18 @@ def test_training_and_submission_notebooks_on_a_span_competition(tmp_path, tiny_
                                          runs_dir=str(runs_dir)))
     assert (runs_dir / "tiny-spans" / "figures" / "spans.png").stat().st_size > 5000
     assert not (runs_dir / "tiny-spans" / "figures" / "token_weights.png").exists()
-    papermill("04_submission", tmp_path, dict(runs=["tiny-spans"], blend_json="", data_dir=str(data),
-                                              runs_dir=str(runs_dir), out_dir=str(tmp_path / "out")))
+    from utils.train import run_cv
+
+    run_cv(cfg_for(data / "train.csv", runs_dir / "tiny-spans-2", tiny_bert, competition=slug, epochs=1, max_len=16,
+                   seed=7))
+    papermill("03_ensemble", tmp_path, dict(runs=["tiny-spans", "tiny-spans-2"], runs_dir=str(runs_dir),
+                                            data_dir=str(data), out_dir=str(runs_dir)))
+    blend = json.loads((runs_dir / "blend.json").read_text())
+    assert blend["metric"] == "char_f1" and len(blend["weights"]) == 2
+    assert (runs_dir / "figures" / "blend.png").stat().st_size > 5000
+    papermill("04_submission", tmp_path, dict(runs=["tiny-spans", "tiny-spans-2"], blend_json="blend.json",
+                                              data_dir=str(data), runs_dir=str(runs_dir),
+                                              out_dir=str(tmp_path / "out")))
     sub = pd.read_csv(tmp_path / "out" / "submission.csv", dtype=str, keep_default_na=False)
     comp = load_competition(slug)
     assert list(sub.columns) == ["id", "location"]
