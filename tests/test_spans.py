@@ -584,6 +584,26 @@ def test_a_span_run_trains_and_its_cv_is_the_metric_of_oof_answers(slug, tmp_pat
         rows = frame[frame["fold"] == k]
         assert [t for t, _ in saved[k]] == [str(x) for x in rows["id"].map(_texts(tmp_path / "data", comp))]
         assert all(c.shape == (len(t), 2 if slug == TWEET else 1) for t, c in saved[k])
+    # Prediction reads rows as the CV did: fold 0's model on its own validation rows gives its chars.npz.
+    from utils.predict import predict_folds, predict_replicas
+    from utils.tables import read_table
+
+    train = read_table(comp, tmp_path / "data", "train").set_index(comp.id_col)
+    valid = train.loc[frame.loc[frame["fold"] == 0, "id"].astype(str)]
+    again = predict_folds(run, comp.input_texts(valid), progress=False)[0]
+    for (text, c), p in zip(saved[0], again):
+        assert np.allclose(c, p[: len(text)], atol=2e-3)
+    from utils.model import TextModel
+
+    model, tok = TextModel.load(run / "fold0")
+    texts = comp.input_texts(valid)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i][1]))  # the longest text in the second part
+    texts = [texts[i] for i in order]
+    from utils.shapes import shape_of
+
+    one = predict_replicas([model], tok, texts, 16, shape=shape_of(comp))
+    two = predict_replicas([model, model], tok, texts, 16, shape=shape_of(comp))
+    assert one.shape == two.shape and np.allclose(one, two, atol=1e-6)
     if slug == NBME:  # each fold's threshold: the best on the other fold's character scores, no peeking
         obj = oof.objective
         thresholds = read_metrics(run)["thresholds_per_fold"]
@@ -883,3 +903,42 @@ def test_pseudo_labels_for_spans_are_refused_in_one_line(tmp_path):
     cfg = TrainConfig(train_csv="t.csv", out="o", model="m", pseudo_csv="p.csv")
     with pytest.raises(ValueError, match="--pseudo-csv: nbme-score-clinical-patient-notes answers parts of its texts"):
         check_settings(cfg, BUILTIN[NBME])
+
+
+def test_review_defects_of_the_span_rows(tmp_path):
+    """A condition that leaves windows no room, several spans where one is answered, f5 on text
+    answers, NaN scores and a start/end edge on the space a "▁" token covers: each said or handled."""
+    from utils.competition import BUILTIN, Competition, CompetitionError
+    from utils.data import DataError
+    from utils.objective import objective_of
+    from utils.spans import decode, token_edges_to_char
+    from utils.tables import read_table
+
+    # "▁boss" covers the space before it: the start score lands on "b", the end on the last "s"
+    edges = token_edges_to_char([(0, 2), (2, 7)], [0.3, 0.7], 7, "start", text="my boss")
+    assert edges.tolist() == pytest.approx([0.3, 0, 0, 0.7, 0, 0, 0])
+    assert token_edges_to_char([(0, 2), (2, 7)], [0.3, 0.7], 7, "end", text="my boss")[6] == pytest.approx(0.7)
+    assert decode("hello world", np.full((11, 2), np.nan)) == ()
+    with pytest.raises(CompetitionError, match="f5 scores spans written as offsets"):
+        Competition(**{**BUILTIN[TWEET].to_dict(), "metric": "f5"})
+    folder = nbme_folder(tmp_path / "n")
+    one = Competition(**{**BUILTIN[NBME].to_dict(), "span_count": "one"})
+    train = pd.read_csv(folder / "train.csv")
+    train.loc[0, "location"] = "['0 3', '5 9']"
+    train.to_csv(folder / "train.csv", index=False)
+    with pytest.raises(DataError, match=r"row 2 .*2 spans where span_count 'one' answers with one"):
+        read_table(one, folder, "train")
+    from utils.shapes import SpanDataset
+
+    tok = _fast(tiny_tokenizer("byte_level", CORPUS * 3, True, True))
+    long_condition = " ".join(["heart"] * 20)
+    with pytest.raises(ValueError, match="row 1: its condition and special tokens take .* of --max-len 16"):
+        SpanDataset([(long_condition, CORPUS[0] * 3)], tok, 16, objective=objective_of(BUILTIN[TWEET]))
+    # oof.csv's texts "NA" and "None" stay texts when read back (utils.runs reads every oof.csv so)
+    from utils.runs import TEXTS_AS_WRITTEN
+
+    pd.DataFrame({"id": ["a", "b"], "selected_text": ["NA", "None"], "pred": ["None", ""], "fold": 0}).to_csv(
+        tmp_path / "oof.csv", index=False)
+    frame = pd.read_csv(tmp_path / "oof.csv", dtype={"id": str}, **TEXTS_AS_WRITTEN)
+    y, p = objective_of(BUILTIN[TWEET]).oof_arrays(frame, ["selected_text"])
+    assert list(y) == ["NA", "None"] and list(p) == ["None", ""]

@@ -253,7 +253,7 @@ class Competition:
                 f"{self.span_count!r}")
         if len(self.target_cols) != 1:
             bad("target_cols", "a span task has one label column (its spans, as text or offsets)")
-        wants = {"jaccard": "text", "char_f1": "offsets"}.get(self.metric_name)
+        wants = {"jaccard": "text", "char_f1": "offsets", "f5": "offsets"}.get(self.metric_name)
         if wants and self.span_labels != wants:
             bad("metric", f"{self.metric_name} scores spans written as {wants}, not {self.span_labels}")
 

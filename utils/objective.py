@@ -788,7 +788,10 @@ class Spans(Objective):
             try:
                 answer = self.answer(cell, where)
                 if self.labels_as == "offsets":
-                    spans.check_spans(answer, text, where)
+                    found = spans.check_spans(answer, text, where)
+                    if self.heads == 2 and len(found) > 1:
+                        raise ValueError(f"{where}: {len(found)} spans where span_count 'one' answers with one "
+                                         "(a start and an end): span_count 'many' reads any number")
                 elif not spans.align(text, answer, where)[1]:
                     loose.append(i)
             except ValueError as e:

@@ -61,7 +61,9 @@ def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precisio
     dl = DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size),
                     collate_fn=shape.eval_collator(tokenizer, torch.float32))
     out = None
-    objective = get_objective(model.spec.task)
+    # A span task's activation depends on its competition (start/end softmax or a sigmoid per token): its
+    # shape holds that objective; the others' is the model's task alone.
+    objective = getattr(shape, "objective", None) or get_objective(model.spec.task)
     for batch in tqdm(dl, desc=desc, disable=not show_progress(progress), leave=False):
         batch = {k: v.to(device) for k, v in batch.items()}
         with prec.autocast(device.type):
@@ -91,10 +93,11 @@ def predict_replicas(models, tokenizer, texts, max_len: int, batch_size=64, prec
 
     with ThreadPoolExecutor(len(models)) as pool:
         outs = list(pool.map(one, range(len(models))))
-    out = np.zeros((len(texts), *outs[0].shape[1:]))
+    width = max(o.shape[1] for o in outs)  # character scores: each part as wide as its longest text
+    out = np.zeros((len(texts), width, *outs[0].shape[2:]))
     for idx, o in zip(parts, outs):
-        if o.ndim == 3 and o.shape[1] < out.shape[1]:  # character scores: each part as wide as its longest text
-            o = np.pad(o, ((0, 0), (0, out.shape[1] - o.shape[1]), (0, 0)))
+        if o.ndim == 3 and o.shape[1] < width:
+            o = np.pad(o, ((0, 0), (0, width - o.shape[1]), (0, 0)))
         out[idx] = o
     return out
 

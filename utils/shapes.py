@@ -360,7 +360,11 @@ class SpanDataset(torch.utils.data.Dataset):
                 body = np.flatnonzero(mask)
                 around = np.flatnonzero(~mask)
                 prefix, suffix = around[around < body[0]], around[around > body[-1]]
-                room = max(1, max_len - len(prefix) - len(suffix))
+                room = max_len - len(prefix) - len(suffix)
+                if room < max_len // 2:  # windows of a few text tokens each: refused, not read in crumbs
+                    raise ValueError(f"row {i + 1}: its condition and special tokens take {max_len - room} of "
+                                     f"--max-len {max_len} tokens, leaving {room} for its text in each window: "
+                                     "raise --max-len or shorten the condition")
                 starts = list(range(0, max(len(body) - room, 0) + 1, max(1, room // 2)))
                 if starts[-1] + room < len(body):
                     starts.append(len(body) - room)
@@ -398,7 +402,7 @@ class SpanDataset(torch.utils.data.Dataset):
             if not used.any():
                 continue
             lo, hi = int(offsets[used, 0].min()), int(offsets[used, 1].max())
-            scores = spans.char_scores(offsets, pred[w, : len(offsets)], len(text), mask)
+            scores = spans.char_scores(offsets, pred[w, : len(offsets)], len(text), mask, text)
             sums[row, lo:hi] += scores[lo:hi]
             counts[row, lo:hi] += 1
         return (sums / np.maximum(counts, 1)[:, :, None]).astype(np.float32)

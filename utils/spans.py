@@ -366,11 +366,14 @@ def entity_fbeta(true_entities, pred_entities, beta: float = 5.0) -> float:
     return float((1 + b2) * tp / ((1 + b2) * tp + b2 * (len(t) - tp) + (len(p) - tp)))
 
 
-def token_edges_to_char(offsets, token_probs, len_text: int, edge: str, sequence_mask=None) -> np.ndarray:
+def token_edges_to_char(offsets, token_probs, len_text: int, edge: str, sequence_mask=None,
+                        text: str | None = None) -> np.ndarray:
     """(len_text,) float32 from one score per token (T,) of a start or end head: each token's score
     on its first character (`edge` "start") or its last ("end"), 0 on every other character; where
-    tokens share that character, the larger. A start/end model's distributions in character space,
-    where tokenizers agree on a word's edges (their blend averages there)."""
+    tokens share that character, the larger. With `text`, the first and last that is not whitespace
+    (SentencePiece's "▁word" and untrimmed byte-level "Ġword" cover the space before the word). A
+    start/end model's distributions in character space, where tokenizers agree on a word's edges
+    (their blend averages there)."""
     if edge not in ("start", "end"):
         raise ValueError(f"token_edges_to_char: edge is 'start' or 'end', got {edge!r}")
     starts, ends, used = _offsets(offsets, len_text, sequence_mask, "token_edges_to_char")
@@ -378,12 +381,18 @@ def token_edges_to_char(offsets, token_probs, len_text: int, edge: str, sequence
     if len(probs) != len(starts):
         raise ValueError(f"token_edges_to_char: {len(probs)} token scores for {len(starts)} offsets")
     out = np.zeros(len_text, dtype=np.float32)
-    at = (starts if edge == "start" else ends - 1)[used]
-    np.maximum.at(out, at, probs[used])
+    first, last = starts[used].copy(), ends[used] - 1
+    if text is not None:
+        for j in range(len(first)):
+            while first[j] < last[j] and text[first[j]].isspace():
+                first[j] += 1
+            while last[j] > first[j] and text[last[j]].isspace():
+                last[j] -= 1
+    np.maximum.at(out, first if edge == "start" else last, probs[used])
     return out
 
 
-def char_scores(offsets, token_probs, len_text: int, sequence_mask=None) -> np.ndarray:
+def char_scores(offsets, token_probs, len_text: int, sequence_mask=None, text: str | None = None) -> np.ndarray:
     """(len_text, heads) character scores from a sequence's token outputs (T, heads): one head, the
     probability that a character lies in a span (token_to_char_probs); two, a start and an end
     distribution on the words' first and last characters (token_edges_to_char)."""
@@ -391,7 +400,7 @@ def char_scores(offsets, token_probs, len_text: int, sequence_mask=None) -> np.n
     probs = probs.reshape(len(probs), -1)
     if probs.shape[1] == 1:
         return token_to_char_probs(offsets, probs[:, 0], len_text, sequence_mask)[:, None]
-    return np.stack([token_edges_to_char(offsets, probs[:, j], len_text, edge, sequence_mask)
+    return np.stack([token_edges_to_char(offsets, probs[:, j], len_text, edge, sequence_mask, text)
                      for j, edge in enumerate(("start", "end"))], axis=1)
 
 
@@ -405,7 +414,10 @@ def decode(text: str, scores, threshold: float = 0.5) -> tuple:
         return ()
     if scores.shape[1] == 1:
         return decode_threshold(scores[:, 0], threshold, text)
-    s, e = best_span(np.log(scores[:, 0] + 1e-12), np.log(scores[:, 1] + 1e-12))
+    start, end = np.log(scores[:, 0] + 1e-12), np.log(scores[:, 1] + 1e-12)
+    if not (np.isfinite(start).any() and np.isfinite(end).any()):
+        return ()  # NaN scores (a diverged model): no answer, scored as such
+    s, e = best_span(start, end)
     return strip_spans(((s, e),), text)
 
 
