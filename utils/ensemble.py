@@ -246,6 +246,8 @@ def blend_report(runs, target="target", extra: dict | None = None, equal: bool =
         _, cv, per_fold, rules = honest_blend(P, y, folds, m["objective"], metric)
     # Correlation of the members: of one class's probability, or of their values over every target.
     C = P[:, :, -1] if m["objective"].classes else np.moveaxis(P, 1, -1).reshape(-1, P.shape[1])
+    if P.ndim == 4:  # character scores: where some member scores (not the padding past a text)
+        C = C[(C != 0).any(1)]
     return {
         "runs": names,
         "identities": {n: run_identity(r) for n, r in zip(m["names"], runs)},  # runs only, not extra
