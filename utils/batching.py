@@ -116,6 +116,16 @@ def say_dominant_text(texts, owner) -> None:
           file=sys.stderr, flush=True)
 
 
+def with_labels(item: dict, dataset, i: int) -> dict:
+    """An item with its dataset's target and loss weight for row i, where the dataset has them: the one
+    place every shape's `__getitem__` reads labels from."""
+    if dataset.targets is not None:
+        item["target"] = dataset.targets[i]
+    if dataset.weights is not None:
+        item["weight"] = dataset.weights[i]
+    return item
+
+
 class TextDataset(torch.utils.data.Dataset):
     """Token ids (unpadded, fitted to max_len by `fit`), optional targets and per-row loss
     weights; item i keeps its index. Texts are strings or (first, second) pairs. With fit
@@ -150,12 +160,7 @@ class TextDataset(torch.utils.data.Dataset):
         return len(self.input_ids)
 
     def __getitem__(self, i):
-        item = {"input_ids": self.input_ids[i], "index": i}
-        if self.targets is not None:
-            item["target"] = self.targets[i]
-        if self.weights is not None:
-            item["weight"] = self.weights[i]
-        return item
+        return with_labels({"input_ids": self.input_ids[i], "index": i}, self, i)
 
 
 class Collator:

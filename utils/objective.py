@@ -975,13 +975,11 @@ class Spans(Objective):
 
 
 def _objects(values) -> np.ndarray:
-    """(N,) object array of any values (tuples stay whole: np.array would make them a dimension)."""
+    """(N,) object array of any values, each kept whole (np.array would make tuples a dimension)."""
     values = list(values)
     out = np.empty(len(values), dtype=object)
-    out[:] = values if not values or not isinstance(values[0], tuple) else [None] * len(values)
-    if values and isinstance(values[0], tuple):
-        for i, v in enumerate(values):
-            out[i] = v
+    for i, v in enumerate(values):
+        out[i] = v
     return out
 
 

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from . import spans
-from .batching import Batches, Collator, TextDataset, deal_evenly, sorted_batches
+from .batching import Batches, Collator, TextDataset, deal_evenly, sorted_batches, with_labels
 from .competition import with_separator
 from .config import SHAPE_SETTINGS, TrainConfig
 from .metrics import METRICS
@@ -120,12 +120,7 @@ class OptionsDataset(torch.utils.data.Dataset):
         return len(self.lengths)
 
     def __getitem__(self, i):
-        item = {"input_ids": self.inner.input_ids[i * self.k:(i + 1) * self.k], "index": i}
-        if self.targets is not None:
-            item["target"] = self.targets[i]
-        if self.weights is not None:
-            item["weight"] = self.weights[i]
-        return item
+        return with_labels({"input_ids": self.inner.input_ids[i * self.k:(i + 1) * self.k], "index": i}, self, i)
 
 
 class OptionCollator(Collator):
@@ -411,12 +406,7 @@ class SpanDataset(torch.utils.data.Dataset):
         return len(self.input_ids)
 
     def __getitem__(self, i):
-        item = {"input_ids": self.input_ids[i], "index": i, "span_mask": self.masks[i]}
-        if self.targets is not None:
-            item["target"] = self.targets[i]
-        if self.weights is not None:
-            item["weight"] = self.weights[i]
-        return item
+        return with_labels({"input_ids": self.input_ids[i], "index": i, "span_mask": self.masks[i]}, self, i)
 
 
 class SpanCollator(Collator):
