@@ -942,3 +942,60 @@ def test_review_defects_of_the_span_rows(tmp_path):
     frame = pd.read_csv(tmp_path / "oof.csv", dtype={"id": str}, **TEXTS_AS_WRITTEN)
     y, p = objective_of(BUILTIN[TWEET]).oof_arrays(frame, ["selected_text"])
     assert list(y) == ["NA", "None"] and list(p) == ["None", ""]
+
+
+@pytest.mark.versions
+def test_a_one_head_span_blend_decodes_at_thresholds_fitted_on_other_folds(tmp_path, tiny_bert, tiny_mpnet):
+    """NBME's blend: each member scored as its own CV (each fold at the threshold its other folds
+    fit), the blend's fold k decoded at the threshold that fold k's weights' blend of the other folds
+    scores best, and the submission decodes the blended test scores at the threshold fitted on every
+    out-of-fold row (blend.json's rule)."""
+    from helpers import cfg_for, tiny_data
+
+    from utils import ensemble, predict
+    from utils.competition import load_competition
+    from utils.metrics import METRICS
+    from utils.objective import objective_of
+    from utils.spans import decode, format_location
+    from utils.tables import read_table
+    from utils.train import run_cv
+
+    comp, data = load_competition(NBME), tmp_path / "data"
+    tiny_data(NBME, data, 24)
+    runs = [tmp_path / "bert", tmp_path / "mpnet"]
+    for run, model in zip(runs, (tiny_bert, tiny_mpnet)):
+        run_cv(cfg_for(data / "train.csv", run, model, competition=NBME, max_len=48, max_steps=3, folds=3))
+    report = ensemble.blend_report(runs)
+    m = ensemble.load_members(runs)
+    obj, metric = objective_of(comp), METRICS["char_f1"]
+    truth = obj.truth(m["y"], 1)
+    for i, name in enumerate(report["runs"]):
+        assert report["scores"][name] == pytest.approx(json_cv(runs[i]))
+
+    def f1(rows, chars, t):
+        return metric.score(truth[rows], obj.scored(m["y"][rows], chars[rows], t))
+
+    answers = np.empty(len(truth), dtype=object)
+    assert sorted(report["rules_per_fold"]) == [0, 1, 2]
+    for k, w in report["weights_per_fold"].items():
+        held = m["folds"] == int(k)
+        mixed = np.tensordot(m["P"], np.asarray(w), axes=([1], [0]))
+        t = max(obj.THRESHOLDS, key=lambda t: (f1(~held, mixed, t), -abs(t - 0.5)))
+        assert report["rules_per_fold"][k] == {"threshold": pytest.approx(t)}
+        answers[held] = obj.scored(m["y"][held], mixed[held], t)
+    assert report["score_blend_cv"] == pytest.approx(metric.score(truth, answers))
+    everyone = np.tensordot(m["P"], np.asarray(report["weights"]), axes=([1], [0]))
+    t = report["rule"]["threshold"]
+    assert t == max(obj.THRESHOLDS, key=lambda t: (f1(np.ones(len(truth), bool), everyone, t), -abs(t - 0.5)))
+    ensemble.save_blend(tmp_path / "blend.json", report)
+    out = tmp_path / "sub.csv"
+    assert predict.main(["--test-csv", str(data / "test.csv"), "--runs", *map(str, runs), "--blend",
+                         str(tmp_path / "blend.json"), "--out", str(out)]) == 0
+    test = read_table(comp, data, "test")
+    notes = test["pn_history"].tolist()
+    chars = [predict.predict_run(r, comp.input_texts(test), progress=False) for r in runs]
+    mixed = sum(w * c for w, c in zip(report["weights"], chars))
+    want = [format_location(decode(x, c[: len(x)], t)) for x, c in zip(notes, mixed)]
+    got = pd.read_csv(out, keep_default_na=False, dtype=str).set_index("id").loc[test["id"], "location"]
+    assert want != [format_location(decode(x, c[: len(x)], 0.5)) for x, c in zip(notes, mixed)]  # the rule matters
+    assert got.tolist() == want

@@ -18,7 +18,7 @@ from scipy.optimize import minimize
 from .cli import HelpFormatter, cli_error, first_paragraph
 from .data import DataError
 from .files import run_names, write_json
-from .metrics import METRICS, apply_rule, get_metric
+from .metrics import METRICS, get_metric
 from .runs import BLEND, FOLDS, check_same_competition, read_folds, read_oof
 from .runs import identity as run_identity
 
@@ -174,7 +174,7 @@ def honest_blend(P: np.ndarray, y: np.ndarray, folds: np.ndarray, objective, met
     decision rule (on the blend of the other folds' rows), fitted without fold k's rows, then
     applied to fold k. P (N, M, outputs). Returns (blended OOF (N, outputs), the CV score,
     {fold: weights}, {fold: rule} or None)."""
-    out, labels = np.zeros((len(y), *P.shape[2:])), np.zeros(len(y), dtype=int)
+    out = np.zeros((len(y), *P.shape[2:]))
     per_fold, rules = {}, {}
     for k in np.unique(folds):
         held = folds == k
@@ -184,8 +184,7 @@ def honest_blend(P: np.ndarray, y: np.ndarray, folds: np.ndarray, objective, met
         per_fold[int(k)] = _weights_json(W)
         if metric.rule:
             rules[int(k)] = metric.fit_rule(y[~held], everyone[~held])
-            labels[held] = apply_rule(rules[int(k)], everyone[held])
-    score = metric.fn(y, labels) if metric.rule else metric.score(y, out)
+    score = metric.score_under(y, out, folds, rules) if metric.rule else metric.score(y, out)
     return out, score, per_fold, (rules or None)
 
 
@@ -230,7 +229,7 @@ def blend_report(runs, target="target", extra: dict | None = None, equal: bool =
         P = np.concatenate([P, df[list(extra)].to_numpy(dtype=float)[:, :, None]], axis=1)
     metric = m["objective"].blend_metric_of(get_metric(m["metric"]))  # a span task's: of the answers decoded
     score = lambda pred: metric.honest_score(y, pred, folds)[0]  # noqa: E731
-    if equal and metric.rule and len(np.unique(folds)) < 2:
+    if equal and metric.rule and not metric.rule_has_default and len(np.unique(folds)) < 2:
         raise DataError(f"{metric.name} scores labels picked by a rule fitted on other folds, and the "
                         "runs share one finished fold: finish another fold in each")
     average, average_rules = metric.honest_score(y, P.mean(axis=1), folds)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -228,6 +228,8 @@ class Metric:
     title: str = ""  # as the competition's page writes it
     squares: bool = False  # a root of a mean of squares: folds pool through their squares
     top: int = 0  # a ranking metric's k: it scores the top `top` candidates of each row (MAP@k)
+    # With a rule: whether its default (rule None) labels fairly when no other fold can fit one.
+    rule_has_default: ClassVar[bool] = False
 
     def pool(self, scores, rows) -> float:
         """The score over several folds from each fold's score and row count, when only those are
@@ -241,8 +243,12 @@ class Metric:
     def score(self, y, pred, rule: dict | None = None) -> float:
         """The metric of predictions (N, outputs) against the truth, labels made under `rule`."""
         if self.needs == "labels":
-            return self.fn(y, apply_rule(rule, pred))
+            return self.fn(y, self.labels_of(y, pred, rule))
         return self.fn(y, pred)
+
+    def labels_of(self, y, pred, rule: dict | None) -> np.ndarray:
+        """The labels (N,) the metric scores, made from predictions under `rule` (None: the default)."""
+        return apply_rule(rule, pred)
 
     def loss(self, y, pred, rule: dict | None = None) -> float:
         """The score as a number to minimise (checkpoints, blends)."""
@@ -258,14 +264,19 @@ class Metric:
         under a rule fitted on it); (score, {fold: rule}). Without a rule: the plain score."""
         if not self.rule:
             return self.score(y, pred), {}
-        folds = np.asarray(folds)
-        labels = np.zeros(len(folds), dtype=int)
-        rules = {}
-        for k in np.unique(folds):
-            held = folds == k
-            rules[int(k)] = self.fit_rule(np.asarray(y)[~held], np.asarray(pred)[~held])
-            labels[held] = apply_rule(rules[int(k)], np.asarray(pred)[held])
-        return self.fn(y, labels), rules
+        y, pred, folds = np.asarray(y), np.asarray(pred), np.asarray(folds)
+        rules = {int(k): self.fit_rule(y[folds != k], pred[folds != k]) for k in np.unique(folds)}
+        return self.score_under(y, pred, folds, rules), rules
+
+    def score_under(self, y, pred, folds, rules: dict) -> float:
+        """The score with each fold k's rows labelled under rules[k]."""
+        labels = None
+        for k, rule in rules.items():
+            held = np.asarray(folds) == k
+            part = self.labels_of(y[held], pred[held], rule)
+            labels = np.empty(len(held), dtype=part.dtype) if labels is None else labels
+            labels[held] = part
+        return self.fn(y, labels)
 
 
 class _Registry(dict):

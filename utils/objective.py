@@ -30,7 +30,7 @@ import pandas as pd
 from . import spans
 from .data import DataError, _rows, item_id, label_text
 from .files import CHARS, atomic_file
-from .metrics import METRICS, apply_rule, rmse, top_k
+from .metrics import METRICS, Metric, apply_rule, rmse, top_k
 
 
 @dataclass(frozen=True)
@@ -862,8 +862,8 @@ class Spans(Objective):
         """Each row's answer from its character scores (N, C, heads), `threshold` for one head."""
         return [self.written(text, spans.decode(text, p[: len(text)], threshold)) for (text, _), p in zip(y, pred)]
 
-    def scored(self, y, pred):
-        return _objects(self.decoded(y, pred))
+    def scored(self, y, pred, threshold: float = 0.5):
+        return _objects(self.decoded(y, pred, threshold))
 
     def sample(self, comp, rows=16):
         rng = np.random.default_rng(0)
@@ -932,7 +932,17 @@ class Spans(Objective):
         return out
 
     def blend_metric_of(self, metric):
-        return dataclasses.replace(metric, fn=lambda y, p: metric.fn(self.truth(y, 1), self.scored(y, p)))
+        """The metric of the answers decoded from (text, answer) rows' character scores: start/end at
+        their best pair, one head at a threshold fitted on other folds (Decoded, the rule)."""
+        fn = lambda y, answers: metric.fn(self.truth(y, 1), answers)  # noqa: E731
+        if self.heads == 2:
+            return dataclasses.replace(metric, fn=lambda y, p: fn(y, self.scored(y, p)))
+        fields = {f.name: getattr(metric, f.name) for f in dataclasses.fields(Metric)}
+        return Decoded(**{**fields, "fn": fn, "needs": "labels", "rule": "threshold"}, objective=self)
+
+    def fit_threshold(self, score) -> float:
+        """The threshold of THRESHOLDS that `score(t)` rates best, the nearest 0.5 of ties."""
+        return float(max(self.THRESHOLDS, key=lambda t: (score(t), -abs(t - 0.5))))
 
     def settle(self, run, oof, metric=None):
         """One head, two finished folds or more: a copy whose answers are decoded again, each fold's
@@ -957,12 +967,12 @@ class Spans(Objective):
         out["pred"] = out["pred"].astype(object)  # a column of empty answers reads as NaN floats
         for k in folds:
             others = [j for j in folds if j != k]
-            thresholds[k] = float(max(self.THRESHOLDS, key=lambda t: (score(others, t), -abs(t - 0.5))))
+            thresholds[k] = self.fit_threshold(functools.partial(score, others))
             rows = np.flatnonzero(out["fold"].to_numpy() == k)
             out.iloc[rows, out.columns.get_loc("pred")] = [self.cell(a) for a in answers(k, thresholds[k])]
         out.attrs["thresholds"] = thresholds
-        best = max(self.THRESHOLDS, key=lambda t: (score(folds, t), -abs(t - 0.5)))
-        out.attrs["rule"] = {"threshold": float(best)}  # for the test rows: fitted on every out-of-fold row
+        # for the test rows: fitted on every out-of-fold row
+        out.attrs["rule"] = {"threshold": self.fit_threshold(functools.partial(score, folds))}
         return out
 
     def submission_columns(self, comp, preds, names, rule, test=None):
@@ -972,6 +982,27 @@ class Spans(Objective):
         texts = test[self.span_col].astype(str).tolist()
         return {comp.target_cols[0]: [self.cell(self.written(x, spans.decode(x, p[: len(x)], t)))
                                       for x, p in zip(texts, preds)]}
+
+
+@dataclass(frozen=True)
+class Decoded(Metric):
+    """A one-head span task's metric of character scores (N, C, 1), as a blend scores them: of the
+    answers decoded at a threshold, the rule, fitted as Spans.settle fits a run's (the best of
+    THRESHOLDS). Where no other fold can fit one, 0.5 decodes (the default)."""
+
+    objective: Spans | None = None
+    rule_has_default: ClassVar[bool] = True
+
+    def labels_of(self, y, pred, rule):
+        return self.objective.scored(y, pred, (rule or {}).get("threshold", 0.5))
+
+    def fit_rule(self, y, pred) -> dict:
+        return {"threshold": self.objective.fit_threshold(lambda t: self.score(y, pred, {"threshold": t}))}
+
+    def honest_score(self, y, pred, folds) -> tuple[float, dict]:
+        if len(np.unique(folds)) < 2:
+            return self.score(y, pred), {}
+        return super().honest_score(y, pred, folds)
 
 
 def _objects(values) -> np.ndarray:
