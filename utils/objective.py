@@ -1000,9 +1000,24 @@ class Decoded(Metric):
         return {"threshold": self.objective.fit_threshold(lambda t: self.score(y, pred, {"threshold": t}))}
 
     def honest_score(self, y, pred, folds) -> tuple[float, dict]:
-        if len(np.unique(folds)) < 2:
+        """Metric.honest_score, each fold decoded once per threshold (not once per other fold)."""
+        folds = np.asarray(folds)
+        ks = [int(k) for k in np.unique(folds)]
+        if len(ks) < 2:
             return self.score(y, pred), {}
-        return super().honest_score(y, pred, folds)
+        rows = {k: np.flatnonzero(folds == k) for k in ks}
+        answers = {(k, t): self.labels_of(y[rows[k]], pred[rows[k]], {"threshold": t})
+                   for k in ks for t in self.objective.THRESHOLDS}
+
+        def score(some, t):
+            return self.fn(y[np.concatenate([rows[k] for k in some])], np.concatenate([answers[k, t] for k in some]))
+
+        rules = {k: {"threshold": self.objective.fit_threshold(functools.partial(score, [j for j in ks if j != k]))}
+                 for k in ks}
+        labels = np.empty(len(folds), dtype=object)
+        for k in ks:
+            labels[rows[k]] = answers[k, rules[k]["threshold"]]
+        return self.fn(y, labels), rules
 
 
 def _objects(values) -> np.ndarray:
