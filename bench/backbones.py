@@ -128,7 +128,7 @@ def table() -> str:
                   for r in s["rows"]]
     for r in res.get("commonlit", {}).values():
         lines.append(f"- CommonLit fold 0, {r['backbone']}, {r['mode']} pooling, {r['epochs']} epochs: RMSE "
-                     f"{r['valid_rmse']:.4f} in {r['minutes']:.0f} min (`{r['command']}`)")
+                     f"{r['valid_rmse']:.4f} in {r['minutes']:.0f} min of training (`{r['command']}`)")
     for b in res.get("commonlit_blends", []):
         lines.append(f"- CommonLit fold 0 blend of {', '.join(Path(r).name for r in b['runs'])}: alone "
                      f"{', '.join(f'{x:.4f}' for x in b['alone'])}; equal {b['equal']:.4f}; fitted on halves "
