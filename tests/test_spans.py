@@ -999,3 +999,44 @@ def test_a_one_head_span_blend_decodes_at_thresholds_fitted_on_other_folds(tmp_p
     got = pd.read_csv(out, keep_default_na=False, dtype=str).set_index("id").loc[test["id"], "location"]
     assert want != [format_location(decode(x, c[: len(x)], 0.5)) for x, c in zip(notes, mixed)]  # the rule matters
     assert got.tolist() == want
+
+
+def test_a_one_head_span_metric_fits_each_folds_threshold_without_its_rows():
+    """Decoded (a one-head span blend's metric) on character scores whose best threshold differs per
+    fold: fold k's threshold is the best of THRESHOLDS on the other folds' rows alone (by hand), the
+    same as Metric.honest_score's generic loop, and the score decodes each fold at its own."""
+    from utils.competition import BUILTIN
+    from utils.metrics import METRICS, Metric
+    from utils.objective import Decoded, objective_of
+
+    obj = objective_of(BUILTIN[NBME])
+    metric = obj.blend_metric_of(METRICS["char_f1"])
+    assert isinstance(metric, Decoded) and metric.rule == "threshold"
+    text = "pain in the left chest"
+    levels = {0: (0.75, 0.55), 1: (0.45, 0.25), 2: (0.65, 0.35)}  # (span characters, the others) per fold
+    rows, scores, folds = [], [], []
+    for k, (inside, outside) in levels.items():
+        for s, e in ((0, 4), (12, 16), (17, 22)):
+            p = np.full((len(text), 1), outside)
+            p[s:e] = inside
+            rows.append((text, obj.written(text, ((s, e),))))
+            scores.append(p)
+            folds.append(k)
+    y = np.empty(len(rows), dtype=object)
+    for i, r in enumerate(rows):
+        y[i] = r
+    pred, folds = np.stack(scores), np.array(folds)
+    score, rules = metric.honest_score(y, pred, folds)
+    assert (score, rules) == Metric.honest_score(metric, y, pred, folds)
+    answers = np.empty(len(y), dtype=object)
+    for k in levels:
+        others = folds != k
+        f1 = lambda t: METRICS["char_f1"].score(obj.truth(y[others], 1), obj.scored(y[others], pred[others], t))  # noqa: E731,B023
+        t = max(obj.THRESHOLDS, key=lambda t: (f1(t), -abs(t - 0.5)))
+        assert rules[k] == {"threshold": t}
+        answers[folds == k] = obj.scored(y[folds == k], pred[folds == k], t)
+    assert rules[0] == {"threshold": 0.4} and rules[1] == {"threshold": 0.55}  # of [0.35, 0.45), [0.55, 0.65)
+    assert score == pytest.approx(METRICS["char_f1"].score(obj.truth(y, 1), answers)) and score < 1
+    assert metric.score_under(y, pred, folds, {str(k): r for k, r in rules.items()}) == pytest.approx(score)
+    with pytest.raises(ValueError, match=r"no decision rule for fold\(s\) \[2\]"):
+        metric.score_under(y, pred, folds, {0: rules[0], 1: rules[1]})

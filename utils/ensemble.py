@@ -236,7 +236,9 @@ def blend_report(runs, target="target", extra: dict | None = None, equal: bool =
     if equal:  # the blend is the average: its CV score and per-fold rules are the average's
         W = np.full(P.shape[1], 1.0 / P.shape[1])
         in_sample = blend(P, W)
-        rule = metric.fit_rule(y, in_sample)
+        # one fold: nothing to fit a rule on that decodes as the CV does, so the default (0.5) decodes
+        one_fold = metric.rule_has_default and len(np.unique(folds)) < 2
+        rule = None if one_fold else metric.fit_rule(y, in_sample)
         cv, per_fold, rules = average, None, (average_rules or None)
     else:
         W = fit_blend(P, y, m["objective"], metric)

@@ -269,12 +269,18 @@ class Metric:
         return self.score_under(y, pred, folds, rules), rules
 
     def score_under(self, y, pred, folds, rules: dict) -> float:
-        """The score with each fold k's rows labelled under rules[k]."""
+        """The score with each fold k's rows labelled under rules[k] (keys as ints or as blend.json's
+        strings); every fold of `folds` must have its rule."""
+        y, pred, folds = np.asarray(y), np.asarray(pred), np.asarray(folds)
+        rules = {int(k): rule for k, rule in rules.items()}
+        missing = sorted({int(k) for k in np.unique(folds)} - set(rules))
+        if missing:
+            raise ValueError(f"no decision rule for fold(s) {missing} (rules for {sorted(rules)})")
         labels = None
         for k, rule in rules.items():
-            held = np.asarray(folds) == k
+            held = folds == k
             part = self.labels_of(y[held], pred[held], rule)
-            labels = np.empty(len(held), dtype=part.dtype) if labels is None else labels
+            labels = np.zeros(len(folds), dtype=part.dtype) if labels is None else labels
             labels[held] = part
         return self.fn(y, labels)
 
