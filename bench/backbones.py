@@ -151,15 +151,18 @@ def main() -> None:
     a = p.parse_args()
     from utils.files import write_json
 
-    res = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    if a.arm == "steps":
-        res["steps"] = steps(a.data, a.steps)
-    elif a.arm == "commonlit":
+    if a.arm == "commonlit":
         sys.path.insert(0, str(HERE))
-        res.setdefault("commonlit", {})[f"{Path(a.out).name or a.model}"] = commonlit(
-            a.model, a.pooling, a.out, a.epochs, a.save_every, a.data)
+    r = {"steps": lambda: steps(a.data, a.steps), "commonlit-blend": lambda: commonlit_blend(a.runs),
+         "commonlit": lambda: commonlit(a.model, a.pooling, a.out, a.epochs, a.save_every, a.data)}[a.arm]() \
+        if a.arm else None
+    res = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}  # read after the arm: others write it too
+    if a.arm == "steps":
+        res["steps"] = r
+    elif a.arm == "commonlit":
+        res.setdefault("commonlit", {})[f"{Path(a.out).name or a.model}"] = r
     elif a.arm == "commonlit-blend":
-        res.setdefault("commonlit_blends", []).append(commonlit_blend(a.runs))
+        res.setdefault("commonlit_blends", []).append(r)
     if a.arm:
         write_json(RESULTS, res)
     print(table())
