@@ -108,12 +108,13 @@ def commonlit_blend(runs: list) -> dict:
     p = np.stack([f.loc[frames[0].index, "pred"].to_numpy() for f in frames], 1)
     rmse = lambda a: float(np.sqrt(np.mean((a - y) ** 2)))  # noqa: E731
     half = np.random.default_rng(0).permutation(len(y)) < len(y) // 2
-    fitted = np.zeros(len(y))
+    fitted, weights = np.zeros(len(y)), []
     for fit, score in ((half, ~half), (~half, half)):
         w = nnls(p[fit], y[fit])[0]
+        weights.append((w / w.sum()).tolist())
         fitted[score] = p[score] @ (w / w.sum())
     return {"runs": [str(r) for r in runs], "rows": int(len(y)), "alone": [rmse(p[:, j]) for j in range(len(runs))],
-            "equal": rmse(p.mean(1)), "fitted_halves": rmse(fitted),
+            "equal": rmse(p.mean(1)), "fitted_halves": rmse(fitted), "weights_halves": weights,
             "command": "python bench/backbones.py commonlit-blend --runs " + " ".join(map(str, runs))}
 
 
