@@ -728,30 +728,49 @@ def test_a_slow_tokenizer_and_pooling_tokens_elsewhere_are_refused(tiny_bert, tm
         check_settings(cfg, BUILTIN["commonlitreadabilityprize"])
 
 
+def blended_pair(tmp_path, slug: str, models, **settings):
+    """Two tiny runs of a span competition on 24 rows (one per model), then their blend:
+    (competition, data folder, runs, blend_report, load_members)."""
+    from helpers import cfg_for, tiny_data
+
+    from utils import ensemble
+    from utils.competition import load_competition
+    from utils.train import run_cv
+
+    comp, data = load_competition(slug), tmp_path / "data"
+    tiny_data(slug, data, 24)
+    runs = [tmp_path / "bert", tmp_path / "mpnet"]
+    for run, model in zip(runs, models):
+        run_cv(cfg_for(data / "train.csv", run, model, competition=slug, max_steps=3, **settings))
+    return comp, data, runs, ensemble.blend_report(runs), ensemble.load_members(runs)
+
+
+def submitted_blend(tmp_path, comp, data, runs, report):
+    """The blend submitted by utils.predict (blend.json saved first), and what it must answer:
+    (the test rows, the runs' test character scores blended by the report's weights, the submission)."""
+    from utils import ensemble, predict
+    from utils.tables import read_table
+
+    ensemble.save_blend(tmp_path / "blend.json", report)
+    out = tmp_path / "sub.csv"
+    assert predict.main(["--test-csv", str(data / "test.csv"), "--runs", *map(str, runs), "--blend",
+                         str(tmp_path / "blend.json"), "--out", str(out)]) == 0
+    test = read_table(comp, data, "test")
+    chars = [predict.predict_run(r, comp.input_texts(test), progress=False) for r in runs]
+    mixed = sum(w * c for w, c in zip(report["weights"], chars))
+    return test, mixed, pd.read_csv(out, keep_default_na=False, dtype=str)
+
+
 @pytest.mark.versions
 def test_two_tokenizers_blend_in_character_space_and_submit_the_blend(tmp_path, tiny_bert, tiny_mpnet):
     """A WordPiece and an MPNet run of Tweet blend their character scores: the members' scores are
     their chars.npz, the weights are fitted on the other folds by Jaccard of the decoded answers,
     and the submission answers the blend of the two runs' test character scores."""
-    from helpers import cfg_for
-
-    from utils import ensemble, predict
-    from utils.competition import load_competition
     from utils.metrics import METRICS
     from utils.objective import objective_of
     from utils.spans import decode
-    from utils.tables import read_table
-    from utils.train import run_cv
 
-    comp, data = load_competition(TWEET), tmp_path / "data"
-    from helpers import tiny_data
-
-    tiny_data(TWEET, data, 24)
-    runs = [tmp_path / "bert", tmp_path / "mpnet"]
-    for run, model in zip(runs, (tiny_bert, tiny_mpnet)):
-        run_cv(cfg_for(data / "train.csv", run, model, competition=TWEET, max_len=16, max_steps=3))
-    report = ensemble.blend_report(runs)
-    m = ensemble.load_members(runs)
+    comp, data, runs, report, m = blended_pair(tmp_path, TWEET, (tiny_bert, tiny_mpnet), max_len=16)
     obj, metric = objective_of(comp), METRICS["jaccard"]
     assert m["P"].shape == (24, 2, max(len(t) for t, _ in m["y"]), 2)
     for i, name in enumerate(report["runs"]):  # each member scored as its own CV
@@ -761,16 +780,10 @@ def test_two_tokenizers_blend_in_character_space_and_submit_the_blend(tmp_path, 
         held = m["folds"] == int(k)
         honest[held] = np.tensordot(m["P"][held], np.asarray(w), axes=([1], [0]))
     assert report["score_blend_cv"] == pytest.approx(metric.score(obj.truth(m["y"], 1), obj.scored(m["y"], honest)))
-    ensemble.save_blend(tmp_path / "blend.json", report)
-    out = tmp_path / "sub.csv"
-    assert predict.main(["--test-csv", str(data / "test.csv"), "--runs", *map(str, runs), "--blend",
-                         str(tmp_path / "blend.json"), "--out", str(out)]) == 0
-    test = read_table(comp, data, "test")
+    test, mixed, sub = submitted_blend(tmp_path, comp, data, runs, report)
     texts = test["text"].tolist()
-    chars = [predict.predict_run(r, comp.input_texts(test), progress=False) for r in runs]
-    mixed = sum(w * c for w, c in zip(report["weights"], chars))
     want = [x[s:e] for x, c in zip(texts, mixed) for s, e in decode(x, c[: len(x)])]
-    got = pd.read_csv(out, keep_default_na=False).set_index("textID").loc[test["textID"], "selected_text"]
+    got = sub.set_index("textID").loc[test["textID"], "selected_text"]
     assert got.tolist() == want
 
 
@@ -950,23 +963,11 @@ def test_a_one_head_span_blend_decodes_at_thresholds_fitted_on_other_folds(tmp_p
     fit), the blend's fold k decoded at the threshold that fold k's weights' blend of the other folds
     scores best, and the submission decodes the blended test scores at the threshold fitted on every
     out-of-fold row (blend.json's rule)."""
-    from helpers import cfg_for, tiny_data
-
-    from utils import ensemble, predict
-    from utils.competition import load_competition
     from utils.metrics import METRICS
     from utils.objective import objective_of
     from utils.spans import decode, format_location
-    from utils.tables import read_table
-    from utils.train import run_cv
 
-    comp, data = load_competition(NBME), tmp_path / "data"
-    tiny_data(NBME, data, 24)
-    runs = [tmp_path / "bert", tmp_path / "mpnet"]
-    for run, model in zip(runs, (tiny_bert, tiny_mpnet)):
-        run_cv(cfg_for(data / "train.csv", run, model, competition=NBME, max_len=48, max_steps=3, folds=3))
-    report = ensemble.blend_report(runs)
-    m = ensemble.load_members(runs)
+    comp, data, runs, report, m = blended_pair(tmp_path, NBME, (tiny_bert, tiny_mpnet), max_len=48, folds=3)
     obj, metric = objective_of(comp), METRICS["char_f1"]
     truth = obj.truth(m["y"], 1)
     for i, name in enumerate(report["runs"]):
@@ -987,16 +988,10 @@ def test_a_one_head_span_blend_decodes_at_thresholds_fitted_on_other_folds(tmp_p
     everyone = np.tensordot(m["P"], np.asarray(report["weights"]), axes=([1], [0]))
     t = report["rule"]["threshold"]
     assert t == max(obj.THRESHOLDS, key=lambda t: (f1(np.ones(len(truth), bool), everyone, t), -abs(t - 0.5)))
-    ensemble.save_blend(tmp_path / "blend.json", report)
-    out = tmp_path / "sub.csv"
-    assert predict.main(["--test-csv", str(data / "test.csv"), "--runs", *map(str, runs), "--blend",
-                         str(tmp_path / "blend.json"), "--out", str(out)]) == 0
-    test = read_table(comp, data, "test")
+    test, mixed, sub = submitted_blend(tmp_path, comp, data, runs, report)
     notes = test["pn_history"].tolist()
-    chars = [predict.predict_run(r, comp.input_texts(test), progress=False) for r in runs]
-    mixed = sum(w * c for w, c in zip(report["weights"], chars))
     want = [format_location(decode(x, c[: len(x)], t)) for x, c in zip(notes, mixed)]
-    got = pd.read_csv(out, keep_default_na=False, dtype=str).set_index("id").loc[test["id"], "location"]
+    got = sub.set_index("id").loc[test["id"], "location"]
     assert want != [format_location(decode(x, c[: len(x)], 0.5)) for x, c in zip(notes, mixed)]  # the rule matters
     assert got.tolist() == want
 
