@@ -229,7 +229,8 @@ def blend_report(runs, target="target", extra: dict | None = None, equal: bool =
         P = np.concatenate([P, df[list(extra)].to_numpy(dtype=float)[:, :, None]], axis=1)
     metric = m["objective"].blend_metric_of(get_metric(m["metric"]))  # a span task's: of the answers decoded
     score = lambda pred: metric.honest_score(y, pred, folds)[0]  # noqa: E731
-    if equal and metric.rule and not metric.rule_has_default and len(np.unique(folds)) < 2:
+    one_fold = len(np.unique(folds)) < 2
+    if equal and metric.rule and not metric.rule_has_default and one_fold:
         raise DataError(f"{metric.name} scores labels picked by a rule fitted on other folds, and the "
                         "runs share one finished fold: finish another fold in each")
     average, average_rules = metric.honest_score(y, P.mean(axis=1), folds)
@@ -237,8 +238,7 @@ def blend_report(runs, target="target", extra: dict | None = None, equal: bool =
         W = np.full(P.shape[1], 1.0 / P.shape[1])
         in_sample = blend(P, W)
         # one fold: nothing to fit a rule on that decodes as the CV does, so the default (0.5) decodes
-        one_fold = metric.rule_has_default and len(np.unique(folds)) < 2
-        rule = None if one_fold else metric.fit_rule(y, in_sample)
+        rule = None if one_fold and metric.rule_has_default else metric.fit_rule(y, in_sample)
         cv, per_fold, rules = average, None, (average_rules or None)
     else:
         W = fit_blend(P, y, m["objective"], metric)
