@@ -224,15 +224,15 @@ def fold0_rows(slug: str, data: Path):
     return comp, df, competition_folds(comp, df) == 0
 
 
-def trainer_arm(slug: str, data: Path, model: str, epochs: int) -> dict:
+def trainer_arm(slug: str, data: Path, model: str, epochs: int, out: str, save_every: int) -> dict:
     """What a user writes instead: transformers' AutoModelForQuestionAnswering (Tweet: the sentiment
     as the question, the tweet as the context; the standard start/end preprocessing and n-best
     decoding, answers at most 30 tokens) or AutoModelForTokenClassification (NBME: the feature and the
     note as a pair, a label per note token, characters above 0.5), with Trainer: the same backbone,
     fold 0, epochs, max_len, batch size, learning rate and cosine schedule (6% warmup) as the kit's arm; texts
-    cut at max_len (truncation="only_second"), the model after its last step."""
-    import tempfile
-
+    cut at max_len (truncation="only_second"), the model after its last step. Trainer saves a checkpoint in
+    `out` every `save_every` steps and the same command resumes from the last one (its own
+    resume_from_checkpoint); the training minutes of every session are summed in out/minutes.json."""
     import torch
     from transformers import (
         AutoModelForQuestionAnswering,
@@ -240,9 +240,11 @@ def trainer_arm(slug: str, data: Path, model: str, epochs: int) -> dict:
         AutoTokenizer,
         DataCollatorWithPadding,
         Trainer,
+        TrainerCallback,
         TrainingArguments,
     )
 
+    from utils.files import write_json
     from utils.metrics import METRICS
     from utils.models import resolve
     from utils.objective import objective_of
@@ -292,26 +294,35 @@ def trainer_arm(slug: str, data: Path, model: str, epochs: int) -> dict:
     torch.manual_seed(42)
     cls = AutoModelForQuestionAnswering if qa else AutoModelForTokenClassification
     net = cls.from_pretrained(path, **({} if qa else {"num_labels": 2}))
+    minutes = Path(out) / "minutes.json"
+    before = json.loads(minutes.read_text())["seconds"] if minutes.exists() else 0.0
+    t0 = time.time()
+
+    class Clock(TrainerCallback):  # the seconds up to each checkpoint: a killed session's unsaved steps are redone
+        def on_save(self, args, state, control, **kwargs):
+            write_json(minutes, {"seconds": before + time.time() - t0, "step": state.global_step})
+
     args = TrainingArguments(
-        output_dir=tempfile.mkdtemp(prefix="bench-spans-"), per_device_train_batch_size=r["batch_size"],
+        output_dir=out, per_device_train_batch_size=r["batch_size"],
         per_device_eval_batch_size=64, num_train_epochs=r["epochs"], learning_rate=r["lr"],
         lr_scheduler_type="cosine", warmup_steps=0.06, weight_decay=0.01, optim="adamw_torch", use_cpu=True,
-        seed=42, eval_strategy="no", save_strategy="no", logging_strategy="no", report_to="none",
+        seed=42, eval_strategy="no", save_strategy="steps", save_steps=save_every, save_total_limit=1,
+        logging_strategy="no", report_to="none",
         disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False)
     tr, vi = np.flatnonzero(~va), np.flatnonzero(va)
     trainer = Trainer(model=net, args=args, train_dataset=Rows(tr),
-                      data_collator=lambda b: collate([dict(x) for x in b]))
-    t0 = time.time()
-    trainer.train()
-    train_min = (time.time() - t0) / 60
+                      data_collator=lambda b: collate([dict(x) for x in b]), callbacks=[Clock()])
+    resume = any(Path(out).glob("checkpoint-*"))
+    trainer.train(resume_from_checkpoint=resume or None)
+    train_min = (before + time.time() - t0) / 60
     t1 = time.time()
-    out = trainer.predict(Rows(vi))
+    predicted = trainer.predict(Rows(vi))
     pred = []
     for k, i in enumerate(vi):
         seq, off, text = enc.sequence_ids(int(i)), enc["offset_mapping"][int(i)], texts[int(i)]
         n = len(seq)
         if qa:
-            start, end = out.predictions[0][k][:n], out.predictions[1][k][:n]
+            start, end = predicted.predictions[0][k][:n], predicted.predictions[1][k][:n]
             ctx = [j for j in range(n) if seq[j] == 1]
             best, answer = -np.inf, ""
             for s_ in sorted(ctx, key=lambda j: -start[j])[:20]:
@@ -320,14 +331,15 @@ def trainer_arm(slug: str, data: Path, model: str, epochs: int) -> dict:
                         best, answer = start[s_] + end[e_], text[off[s_][0]:off[e_][1]]
             pred.append(answer)
         else:
-            logits = out.predictions[k][:n]
+            logits = predicted.predictions[k][:n]
             p1 = np.exp(logits[:, 1] - np.logaddexp(logits[:, 0], logits[:, 1]))
             chars = token_to_char_probs(off, p1, len(text), np.array([x == 1 for x in seq]))
             pred.append(decode_threshold(chars, 0.5, text))
     y = [truth[int(i)] for i in vi]
     metric = METRICS[comp.metric_name]
     res = {"arm": f"transformers {cls.__name__} + Trainer ({Path(model).name}, {r['epochs']} epochs)",
-           metric.name: metric.score(y, pred), "train_minutes": train_min, "predict_minutes": (time.time() - t1) / 60,
+           metric.name: metric.score(y, pred), "train_minutes": train_min, "resumed": resume, "run": out,
+           "predict_minutes": (time.time() - t1) / 60,
            **r, "model": model, "n_cut": int(sum(len(x["input_ids"]) >= r["max_len"] for x in rows))}
     if qa:
         sentiment = df["sentiment"].to_numpy()[vi]
@@ -384,8 +396,8 @@ def main() -> None:
     p.add_argument("--data", help="the competition's folder (train.csv; NBME: and patient_notes.csv)")
     p.add_argument("--model", default=minilm(), help="*-kit: the backbone")
     p.add_argument("--epochs", type=int, default=0, help="*-kit: epochs (0: the recipe's)")
-    p.add_argument("--out", help="*-kit: the run folder (again: resumes it)")
-    p.add_argument("--save-every", type=int, default=100, help="*-kit: save the fold every N steps")
+    p.add_argument("--out", help="*-kit, *-trainer: the run folder (again: resumes it)")
+    p.add_argument("--save-every", type=int, default=100, help="*-kit, *-trainer: save the fold every N steps")
     p.add_argument("--table", action="store_true", help="print the saved results")
     a = p.parse_args()
     if a.arm and a.arm.endswith(("-kit", "-trainer")):
@@ -394,7 +406,8 @@ def main() -> None:
 
         epochs = a.epochs or RECIPES[slug]["epochs"]
         r = kit(slug, Path(a.data), a.model, a.out or f"runs/{a.arm}", epochs, a.save_every) \
-            if a.arm.endswith("-kit") else trainer_arm(slug, Path(a.data), a.model, epochs)
+            if a.arm.endswith("-kit") else trainer_arm(slug, Path(a.data), a.model, epochs, a.out or f"runs/{a.arm}",
+                                                        a.save_every)
         r["command"] = command()
         res = load()
         res.setdefault(a.arm.split("-")[0], {}).setdefault("models", {})[r["arm"]] = r
