@@ -224,6 +224,26 @@ def fold0_rows(slug: str, data: Path):
     return comp, df, competition_folds(comp, df) == 0
 
 
+def pretrain_arm(data: Path, model: str, out: str, epochs: int) -> dict:
+    """utils.pretrain (masked LM) on the notes of NBME's training folds: fold 0's notes, the ones scored,
+    are left out (Kaggle's test notes were in its patient_notes.csv; these are not test notes). The
+    backbone it writes is then the kit arm's --model."""
+    from utils.files import write_csv
+    from utils.pretrain import PretrainConfig, pretrain
+
+    _, df, va = fold0_rows(NBME, data)
+    notes = pd.read_csv(data / "patient_notes.csv", keep_default_na=False, dtype={"pn_num": str})
+    keep = notes[notes["pn_num"].isin(df.loc[~va, "pn_num"]) & ~notes["pn_num"].isin(df.loc[va, "pn_num"])]
+    texts = Path(out).with_name(Path(out).name + "-notes.csv")
+    write_csv(texts, keep)
+    cfg = PretrainConfig(texts=(str(texts),), model=model, out=out, text_col="pn_history", id_col="pn_num",
+                         epochs=epochs, max_len=RECIPES[NBME]["max_len"], overwrite=True, progress=False)
+    info = pretrain(cfg)
+    return {"arm": f"masked-LM pretraining ({Path(model).name}, {epochs} epochs)", "notes": len(keep),
+            "notes_held_out": int(df.loc[va, "pn_num"].nunique()), "minutes": info["seconds"] / 60,
+            **{k: info[k] for k in ("loss_before", "loss_after", "steps", "history")}, "out": out}
+
+
 def trainer_arm(slug: str, data: Path, model: str, epochs: int, out: str, save_every: int) -> dict:
     """What a user writes instead: transformers' AutoModelForQuestionAnswering (Tweet: the sentiment
     as the question, the tweet as the context; the standard start/end preprocessing and n-best
@@ -392,14 +412,25 @@ def table() -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("arm", nargs="?", choices=("tweet", "nbme", "tweet-kit", "nbme-kit", "tweet-trainer",
-                                              "nbme-trainer"))
+                                              "nbme-trainer", "nbme-pretrain"))
     p.add_argument("--data", help="the competition's folder (train.csv; NBME: and patient_notes.csv)")
     p.add_argument("--model", default=minilm(), help="*-kit: the backbone")
-    p.add_argument("--epochs", type=int, default=0, help="*-kit: epochs (0: the recipe's)")
+    p.add_argument("--epochs", type=int, default=0, help="*-kit, *-trainer: epochs (0: the recipe's); "
+                   "nbme-pretrain: masked-LM epochs (0: 10)")
     p.add_argument("--out", help="*-kit, *-trainer: the run folder (again: resumes it)")
     p.add_argument("--save-every", type=int, default=100, help="*-kit, *-trainer: save the fold every N steps")
     p.add_argument("--table", action="store_true", help="print the saved results")
     a = p.parse_args()
+    if a.arm == "nbme-pretrain":
+        from utils.files import write_json
+
+        r = pretrain_arm(Path(a.data), a.model, a.out or "runs/nbme-mlm", a.epochs or 10)
+        r["command"] = command()
+        res = load()
+        res.setdefault("nbme", {})["pretrain"] = r
+        write_json(RESULTS, res)
+        print(json.dumps({k: v for k, v in r.items() if k != "history"}, indent=1))
+        return
     if a.arm and a.arm.endswith(("-kit", "-trainer")):
         slug = TWEET if a.arm.startswith("tweet") else NBME
         from utils.files import write_json
