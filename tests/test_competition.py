@@ -366,8 +366,9 @@ def test_init_on_the_span_competitions_real_files_finds_the_built_in_description
     feature as the condition, grouped by note) as the built-in descriptions read them."""
     from helpers import real_dir
 
-    comp, _ = infer(real_dir(slug))
+    comp, why = infer(real_dir(slug))
     builtin = BUILTIN[slug]
+    assert not [w for w in why if "not used" in w]  # the condition is used: no note says otherwise
     for field in ("id_col", "text_cols", "target_cols", "task", "metric_name", "span_col", "span_labels",
                   "span_count", "stratify_col"):
         assert getattr(comp, field) == getattr(builtin, field), field

@@ -265,6 +265,12 @@ def test_char_micro_f1_by_hand_and_as_the_competitions_binary_arrays():
     assert got["f1"] == pytest.approx(16 / 33) and got["precision"] == pytest.approx(8 / 18)
     assert got["recall"] == pytest.approx(8 / 15) and char_micro_f1(true, pred) == got["f1"]
     assert char_micro_f1([[]], [[]]) == 1.0 and char_micro_f1([[(0, 3)]], [[]]) == 0.0
+    # oof.csv's and the submission's cells score as their spans: "s e;s e", "" and NaN (an empty cell)
+    cells = (["0 10", "", "3 5;4 8"], ["5 15", "0 2", "0 6"])
+    assert char_micro_scores(*cells) == got
+    assert char_micro_f1(["0 3", float("nan")], ["0 3", ""]) == 1.0
+    with pytest.raises(ValueError, match="predicted spans, row 2"):
+        char_micro_f1(["0 3", "1 2"], ["0 3", "5 x"])
     from sklearn.metrics import f1_score
 
     rng = np.random.default_rng(0)
@@ -553,7 +559,7 @@ def dataclasses_replace(obj, **kw):
 
 @pytest.mark.versions
 @pytest.mark.parametrize("slug", [TWEET, NBME])
-def test_a_span_run_trains_and_its_cv_is_the_metric_of_oof_answers(slug, tmp_path, tiny_bert):
+def test_a_span_run_trains_and_its_cv_is_the_metric_of_oof_answers(slug, tmp_path, tiny_bert, capsys):
     from helpers import cfg_for
 
     from utils.competition import load_competition
@@ -582,8 +588,15 @@ def test_a_span_run_trains_and_its_cv_is_the_metric_of_oof_answers(slug, tmp_pat
     frame = oof.frame
     for k in (0, 1):
         rows = frame[frame["fold"] == k]
-        assert [t for t, _ in saved[k]] == [str(x) for x in rows["id"].map(_texts(tmp_path / "data", comp))]
-        assert all(c.shape == (len(t), 2 if slug == TWEET else 1) for t, c in saved[k])
+        assert list(saved[k]) == rows["id"].astype(str).tolist()  # in oof.csv's order
+        if k == 0:  # a chars.npz of an older kit (its ids an object array): the fold's oof.csv names its rows
+            with np.load(run / "fold0" / "chars.npz") as z:
+                kept = {name: z[name] for name in ("lengths", "scores", "texts")}
+            np.savez_compressed(run / "fold0" / "chars.npz", ids=rows["id"].astype(object).to_numpy(), **kept)
+            old = read_chars(run / "fold0")
+            assert list(old) == list(saved[0]) and all(np.array_equal(old[i][1], saved[0][i][1]) for i in old)
+        assert [t for t, _ in saved[k].values()] == [str(x) for x in rows["id"].map(_texts(tmp_path / "data", comp))]
+        assert all(c.shape == (len(t), 2 if slug == TWEET else 1) for t, c in saved[k].values())
     # Prediction reads rows as the CV did: fold 0's model on its own validation rows gives its chars.npz.
     from utils.predict import predict_folds, predict_replicas
     from utils.tables import read_table
@@ -591,7 +604,7 @@ def test_a_span_run_trains_and_its_cv_is_the_metric_of_oof_answers(slug, tmp_pat
     train = read_table(comp, tmp_path / "data", "train").set_index(comp.id_col)
     valid = train.loc[frame.loc[frame["fold"] == 0, "id"].astype(str)]
     again = predict_folds(run, comp.input_texts(valid), progress=False)[0]
-    for (text, c), p in zip(saved[0], again):
+    for (text, c), p in zip(saved[0].values(), again):
         assert np.allclose(c, p[: len(text)], atol=2e-3)
     from utils.model import TextModel
 
@@ -607,14 +620,17 @@ def test_a_span_run_trains_and_its_cv_is_the_metric_of_oof_answers(slug, tmp_pat
     if slug == NBME:  # each fold's threshold: the best on the other fold's character scores, no peeking
         obj = oof.objective
         thresholds = read_metrics(run)["thresholds_per_fold"]
+        said = f"(each fold at the threshold its other folds fit: 0: {thresholds['0']:g}, 1: {thresholds['1']:g})"
+        assert said in capsys.readouterr().out  # the last fold's line: why fold 0's score moved
         for k in (0, 1):
             other = 1 - k
             truth = [obj.answer(c) for c in frame.loc[frame["fold"] == other, "location"]]
-            best = max(obj.THRESHOLDS, key=lambda t: (metric.score(truth, [decode(x, c, t) for x, c in saved[other]]),
+            chars = list(saved[other].values())
+            best = max(obj.THRESHOLDS, key=lambda t: (metric.score(truth, [decode(x, c, t) for x, c in chars]),
                                                       -abs(t - 0.5)))
             assert thresholds[str(k)] == pytest.approx(best)
             mine = frame[frame["fold"] == k]["pred"].fillna("").tolist()
-            assert mine == [obj.cell(decode(x, c, best)) for x, c in saved[k]]
+            assert mine == [obj.cell(decode(x, c, best)) for x, c in saved[k].values()]
     else:
         assert "thresholds_per_fold" not in read_metrics(run)
 
@@ -698,6 +714,12 @@ def test_a_missing_feature_and_a_missing_condition_are_one_line(tmp_path):
     test.to_csv(folder / "test.csv", index=False)
     with pytest.raises(DataError, match=r"test.csv: 1 rows have a 'feature_num' missing from features.csv, e.g. '7'"):
         read_table(BUILTIN[NBME], folder, "test")
+    train = pd.read_csv(folder / "train.csv", dtype=str, keep_default_na=False)
+    train.loc[2, "pn_num"] = " "  # a blank key: its row named (not every row, its column read as floats)
+    train.to_csv(folder / "train.csv", index=False)
+    with pytest.raises(DataError, match=r"train.csv: column 'pn_num' \(the key that joins patient_notes.csv\) is "
+                                        r"blank in row 4 \(id \w+\)$"):
+        read_table(BUILTIN[NBME], folder, "train")
     tweets = tweet_table().drop(columns=["sentiment"])
     tweets.to_csv(tmp_path / "t.csv", index=False)
     with pytest.raises(DataError, match="t.csv is missing column 'sentiment'"):
@@ -726,6 +748,15 @@ def test_a_slow_tokenizer_and_pooling_tokens_elsewhere_are_refused(tiny_bert, tm
     with pytest.raises(ValueError, match="--pooling tokens .* is for span tasks"):
         cfg = TrainConfig(train_csv="t.csv", out="o", model="m", pooling="tokens")
         check_settings(cfg, BUILTIN["commonlitreadabilityprize"])
+    # a pooling or fit that a span task replaces is said, once each; the defaults and its own are not
+    from utils.config import ignored_settings
+
+    asked = TrainConfig(train_csv="t.csv", out="o", model="m", pooling="mean", fit="head")
+    assert ignored_settings(asked, BUILTIN[NBME]) == [
+        "note: --pooling mean is not used: a spans model takes pooling 'tokens'",
+        "note: --fit head is not used: a spans model takes fit 'windows'"]
+    assert ignored_settings(TrainConfig(train_csv="t.csv", out="o", model="m", fit="windows"), BUILTIN[NBME]) == []
+    assert ignored_settings(asked, BUILTIN["commonlitreadabilityprize"]) == []
 
 
 def blended_pair(tmp_path, slug: str, models, **settings):
@@ -945,7 +976,7 @@ def test_review_defects_of_the_span_rows(tmp_path):
 
     tok = _fast(tiny_tokenizer("byte_level", CORPUS * 3, True, True))
     long_condition = " ".join(["heart"] * 20)
-    with pytest.raises(ValueError, match="row 1: its condition and special tokens take .* of --max-len 16"):
+    with pytest.raises(ValueError, match="the condition 'heart heart .*' and special tokens take .* of --max-len 16"):
         SpanDataset([(long_condition, CORPUS[0] * 3)], tok, 16, objective=objective_of(BUILTIN[TWEET]))
     # oof.csv's texts "NA" and "None" stay texts when read back (utils.runs reads every oof.csv so)
     from utils.runs import TEXTS_AS_WRITTEN
@@ -958,7 +989,7 @@ def test_review_defects_of_the_span_rows(tmp_path):
 
 
 @pytest.mark.versions
-def test_a_one_head_span_blend_decodes_at_thresholds_fitted_on_other_folds(tmp_path, tiny_bert, tiny_mpnet):
+def test_a_one_head_span_blend_decodes_at_thresholds_fitted_on_other_folds(tmp_path, tiny_bert, tiny_mpnet, capsys):
     """NBME's blend: each member scored as its own CV (each fold at the threshold its other folds
     fit), the blend's fold k decoded at the threshold that fold k's weights' blend of the other folds
     scores best, and the submission decodes the blended test scores at the threshold fitted on every
@@ -994,6 +1025,22 @@ def test_a_one_head_span_blend_decodes_at_thresholds_fitted_on_other_folds(tmp_p
     got = sub.set_index("id").loc[test["id"], "location"]
     assert want != [format_location(decode(x, c[: len(x)], 0.5)) for x, c in zip(notes, mixed)]  # the rule matters
     assert got.tolist() == want
+    # weights given by hand, no blend.json: the note says how labels are made (the span task's default)
+    from utils import predict
+
+    capsys.readouterr()
+    assert predict.main(["--test-csv", str(data / "test.csv"), "--runs", *map(str, runs), "--weights", "0.5", "0.5",
+                         "--out", str(tmp_path / "by_hand.csv")]) == 0
+    assert "labels by the default rule (characters above 0.5)" in capsys.readouterr().err
+    # a member's oof.csv sorted by hand: its character scores follow its rows by id, the blend is the same
+    from utils import ensemble
+
+    oof = pd.read_csv(runs[1] / "oof.csv", dtype=str, keep_default_na=False)
+    oof.sort_values("id", ascending=False).to_csv(runs[1] / "oof.csv", index=False)
+    again = ensemble.blend_report(runs)
+    assert again["weights"] == pytest.approx(report["weights"])
+    assert again["score_blend_cv"] == pytest.approx(report["score_blend_cv"])
+    assert again["scores"] == pytest.approx(report["scores"])
 
 
 def test_a_one_head_span_metric_fits_each_folds_threshold_without_its_rows():

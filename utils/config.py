@@ -216,6 +216,14 @@ def for_competition(cfg: TrainConfig, comp: Competition) -> TrainConfig:
     return dataclasses.replace(cfg, fit=fit, competition=name, pooling=obj.pooling or cfg.pooling)
 
 
+def ignored_settings(cfg: TrainConfig, comp: Competition) -> list:
+    """Notes on the settings given that `comp`'s objective replaces (a span task's pooling and fit)."""
+    obj, fields = objective_of(comp), TrainConfig.__dataclass_fields__
+    return [f"note: --{k.replace('_', '-')} {v} is not used: a {comp.task} model takes {k} {own!r}"
+            for k, own in (("pooling", obj.pooling), ("fit", obj.fit))
+            for v in [getattr(cfg, k)] if own and v and v != own and v != fields[k].default]
+
+
 def check_settings(cfg: TrainConfig, comp: Competition) -> None:
     """The settings this competition cannot train with, refused in one line."""
     if cfg.loss == "se" and (objective_of(comp).kind != "values" or len(comp.target_cols) != 1):

@@ -19,6 +19,8 @@ BACKBONE_CONFIG = "config.json"  # the backbone's architecture, in a model folde
 FILES_NEEDED = (KIT_CONFIG, WEIGHTS, BACKBONE_CONFIG, "tokenizer_config.json")
 # A span task's fold keeps its out-of-fold character scores here (utils.objective.Spans).
 CHARS = "chars.npz"
+# A run's out-of-fold rows, and each fold folder's own (utils.runs).
+OOF = "oof.csv"
 # The files of a base model that decide what it computes (a LoRA fold records their sha256).
 BASE_FILES = (BACKBONE_CONFIG, "*.safetensors", "*.bin")
 # A saved tokenizer also needs its vocabulary: tokenizer.json (fast) or a slow tokenizer's file.

@@ -321,13 +321,13 @@ def infer(data_dir) -> tuple[Competition, list]:
     task, classes, w = _task(y, targets, classes) if found is None else ("spans", (), [])
     why += w
     keys = tuple(k for _, k in (*train_joins, *test_joins))
-    text_cols, w = _text_cols(tr, te, {id_col, *targets, *keys}, train, test)
-    why += w
     spans_kw = {}
-    if found is not None:
+    if found is None:
+        text_cols, w = _text_cols(tr, te, {id_col, *targets, *keys}, train, test)
+    else:  # the spans' text and its condition (_span_fields says why)
         spans_kw, w = _span_fields(tr, te, found, targets[0], {id_col, *targets, *keys})
-        why += w
         text_cols = spans_kw.pop("text_cols")
+    why += w
     metric = "roc_auc" if task == "multilabel" else TASKS[task][1]
     if found is None:
         why.append(f"metric {metric}: the default for {task} (check the competition's page: e.g. pearson, "

@@ -29,7 +29,7 @@ import pandas as pd
 
 from . import spans
 from .data import DataError, _rows, item_id, label_text
-from .files import CHARS, atomic_file
+from .files import CHARS, OOF, atomic_file
 from .metrics import METRICS, Metric, apply_rule, rmse, top_k
 
 
@@ -49,6 +49,7 @@ class Objective:
     kind: ClassVar[str] = ""
     stratified: ClassVar[bool] = True  # folds stratified on the target (not on a retriever's thousands of ids)
     blank_answers: ClassVar[bool] = False  # a row's label may be empty (a span task's row with no span)
+    default_rule: ClassVar[str] = "argmax / rounding"  # how labels are made where no rule was fitted
     # What its outputs need of every run, whatever the flags ("": nothing): a span task's model reads
     # every token (pooling "tokens") and a long text in windows (fit "windows").
     pooling: ClassVar[str] = ""
@@ -748,6 +749,7 @@ class Spans(Objective):
     fit: ClassVar[str] = "windows"
     stratified: ClassVar[bool] = False
     blank_answers: ClassVar[bool] = True
+    default_rule: ClassVar[str] = "characters above 0.5"
     THRESHOLDS: ClassVar[tuple] = tuple(np.round(np.arange(0.2, 0.81, 0.05), 2))  # one head's: fitted among these
     count: str = "many"  # "one": start/end; "many": a probability per character
     labels_as: str = "offsets"  # "text" or "offsets" (utils.competition.SPAN_LABELS)
@@ -903,8 +905,8 @@ class Spans(Objective):
         lengths = np.array([len(c) for c in chars], dtype=np.int64)
         flat = np.concatenate(chars).astype(np.float16) if len(chars) else np.zeros((0, self.heads), np.float16)
         with atomic_file(Path(folder) / CHARS) as tmp, open(tmp, "wb") as f:
-            np.savez_compressed(f, ids=oof["id"].astype(str).to_numpy(), lengths=lengths, scores=flat,
-                                texts=np.array(json.dumps(oof.attrs["texts"])))
+            np.savez_compressed(f, ids=np.array(json.dumps(oof["id"].astype(str).tolist())), lengths=lengths,
+                                scores=flat, texts=np.array(json.dumps(oof.attrs["texts"])))
 
     def oof_arrays(self, oof, target_cols):
         """(true answers, predicted answers) as oof.csv writes them."""
@@ -914,13 +916,8 @@ class Spans(Objective):
     def member_arrays(self, frames, target_cols, runs=()):
         """Per run: (its rows' (span text, answer) (N,), its character scores (N, C, heads)), C the
         longest text of any run's rows (a blend's members, whatever their tokenizers, share it),
-        in its oof.csv's order (its folds' chars.npz)."""
-        saved = []
-        for frame, run in zip(frames, runs):
-            rows = [x for k in sorted(frame["fold"].unique()) for x in read_chars(Path(run) / f"fold{int(k)}")]
-            if len(rows) != len(frame):
-                raise DataError(f"{run}: its folds' {CHARS} hold {len(rows)} rows, its out-of-fold file {len(frame)}")
-            saved.append(rows)
+        in its oof.csv's order (its folds' chars.npz, matched by id)."""
+        saved = [chars_of(run, frame) for frame, run in zip(frames, runs)]
         width = max(len(t) for rows in saved for t, _ in rows)
         out = []
         for frame, rows in zip(frames, saved):
@@ -953,7 +950,7 @@ class Spans(Objective):
         if self.heads != 1 or len(folds) < 2 or metric is None:
             return oof
         label = [c for c in oof.columns if c not in ("id", "pred", "fold")][0]
-        saved = {k: read_chars(Path(run) / f"fold{k}") for k in folds}
+        saved = {k: chars_of(run, oof[oof["fold"] == k]) for k in folds}
         truth = {k: [self.answer(c) for c in oof.loc[oof["fold"] == k, label]] for k in folds}
 
         @functools.cache  # each fold decoded once per threshold
@@ -1029,12 +1026,33 @@ def _objects(values) -> np.ndarray:
     return out
 
 
-def read_chars(folder) -> list:
-    """A fold's chars.npz: [(text, character scores (len(text), heads))] in oof.csv's row order."""
+def read_chars(folder) -> dict:
+    """A fold's chars.npz: {id: (text, character scores (len(text), heads))}, in the fold's row order."""
     with np.load(Path(folder) / CHARS, allow_pickle=False) as z:
-        texts, lengths, scores = json.loads(str(z["texts"])), z["lengths"], z["scores"].astype(np.float32)
+        lengths, scores, texts = z["lengths"], z["scores"].astype(np.float32), json.loads(str(z["texts"]))
+        try:
+            ids = json.loads(str(z["ids"]))
+        except ValueError:  # written before its ids were kept as text: the fold's oof.csv has them, in its order
+            ids = pd.read_csv(Path(folder) / OOF, dtype={"id": str}, keep_default_na=False)["id"].tolist()
+    if len(ids) != len(texts):
+        raise DataError(f"{Path(folder) / CHARS}: {len(texts)} rows of character scores for {len(ids)} ids")
     cuts = np.concatenate([[0], np.cumsum(lengths)])
-    return [(t, scores[cuts[i]:cuts[i + 1]]) for i, t in enumerate(texts)]
+    return {i: (t, scores[cuts[k]:cuts[k + 1]]) for k, (i, t) in enumerate(zip(ids, texts))}
+
+
+def chars_of(run, frame) -> list:
+    """[(text, character scores)] of the out-of-fold rows `frame` (its id and fold columns), in its
+    order, from their folds' chars.npz, matched by id (an oof.csv sorted by hand still lines up);
+    refused in one line where a row has none."""
+    saved = {}
+    for k in sorted(frame["fold"].unique()):
+        saved.update(read_chars(Path(run) / f"fold{int(k)}"))
+    ids = frame["id"].astype(str).tolist()
+    missing = [i for i in ids if i not in saved]
+    if missing:
+        raise DataError(f"{run}: {len(missing)} out-of-fold row(s) have no character scores in their fold's {CHARS}, "
+                        f"e.g. id {missing[0]!r}: its {OOF} and its folds disagree")
+    return [saved[i] for i in ids]
 
 
 REGRESSION = Regression("regression", blend_metric="rmse", own_metrics=("rmse",),

@@ -196,8 +196,9 @@ def decision_rule(runs, blend: dict | None = None) -> dict | None:
     if len(runs) == 1 and rules[0]:
         return rules[0]
     if any(rules):
-        print(f"note: several runs without a {BLEND} rule: labels by the default rule (argmax / "
-              "rounding); utils.ensemble fits the rule on the blend's out-of-fold predictions",
+        default = get_objective(run_spec(runs[0])["task"]).default_rule
+        print(f"note: several runs without a {BLEND} rule: labels by the default rule ({default}); "
+              "utils.ensemble fits the rule on the blend's out-of-fold predictions",
               file=sys.stderr, flush=True)
     return None
 

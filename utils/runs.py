@@ -37,14 +37,13 @@ import pandas as pd
 from .cli import HelpFormatter, cli_error, first_paragraph
 from .competition import Competition, from_settings
 from .data import DataError
-from .files import BACKBONE_CONFIG, file_sha256, fold_dirs, write_csv, write_json
+from .files import BACKBONE_CONFIG, OOF, file_sha256, fold_dirs, write_csv, write_json
 from .fold import first_fold
 from .metrics import METRICS as REGISTERED_METRICS
 from .objective import Objective, objective_of
 
 CONFIG = "config.json"
 FOLDS = "folds.csv"
-OOF = "oof.csv"
 # An oof.csv cell reading "NA", "None" or "null" is that text (a label, a span task's answer); only an
 # empty cell is missing.
 TEXTS_AS_WRITTEN = {"keep_default_na": False, "na_values": [""]}

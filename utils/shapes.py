@@ -357,7 +357,8 @@ class SpanDataset(torch.utils.data.Dataset):
                 prefix, suffix = around[around < body[0]], around[around > body[-1]]
                 room = max_len - len(prefix) - len(suffix)
                 if room < max_len // 2:  # windows of a few text tokens each: refused, not read in crumbs
-                    raise ValueError(f"row {i + 1}: its condition and special tokens take {max_len - room} of "
+                    cond = first[i] if len(first[i]) <= 60 else first[i][:57] + "..."
+                    raise ValueError(f"the condition {cond!r} and special tokens take {max_len - room} of "
                                      f"--max-len {max_len} tokens, leaving {room} for its text in each window: "
                                      "raise --max-len or shorten the condition")
                 starts = list(range(0, max(len(body) - room, 0) + 1, max(1, room // 2)))

@@ -318,15 +318,21 @@ def _overlap(a, b) -> int:
 def char_micro_scores(true_spans_per_row, pred_spans_per_row) -> dict:
     """NBME's scoring as counts: every character index inside a predicted span is a true or false
     positive, every true character not predicted a false negative, summed over rows (overlapping
-    spans count a character once) -> {"precision", "recall", "f1", "tp", "fp", "fn"}. With no true
-    and no predicted character at all, precision, recall and F1 are 1.0 (scikit-learn says 0.0);
-    with none predicted, precision is 0.0."""
+    spans count a character once) -> {"precision", "recall", "f1", "tp", "fp", "fn"}. A row is its
+    spans or a location cell as oof.csv and the submission write it ("s e;s e"; "" or NaN: none).
+    With no true and no predicted character at all, precision, recall and F1 are 1.0 (scikit-learn
+    says 0.0); with none predicted, precision is 0.0."""
     true_rows, pred_rows = list(true_spans_per_row), list(pred_spans_per_row)
     if len(true_rows) != len(pred_rows):
         raise ValueError(f"char_micro_f1: {len(true_rows)} rows of true spans and {len(pred_rows)} of predicted")
+
+    def spans_of(value, where):
+        return parse_location(value, where) if value is None or isinstance(value, (str, float)) else value
+
     tp = fp = fn = 0
-    for t, p in zip(true_rows, pred_rows):
-        t, p = _merge(t, "char_micro_f1: true spans"), _merge(p, "char_micro_f1: predicted spans")
+    for i, (t, p) in enumerate(zip(true_rows, pred_rows)):
+        t = _merge(spans_of(t, f"char_micro_f1: true spans, row {i + 1}"), "char_micro_f1: true spans")
+        p = _merge(spans_of(p, f"char_micro_f1: predicted spans, row {i + 1}"), "char_micro_f1: predicted spans")
         both = _overlap(t, p)
         tp, fp, fn = tp + both, fp + _length(p) - both, fn + _length(t) - both
     if tp + fp + fn == 0:

@@ -66,6 +66,11 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
             if key not in frame.columns:
                 raise DataError(f"{fname} is missing column {key!r} (the join key); "
                                 f"found: {', '.join(map(str, frame.columns))}")
+        for frame, fname in ((df, name), (table, file)):  # (a blank cell would also read the column as floats)
+            blank = (frame[key].isna() | (frame[key].astype(str).str.strip() == "")).to_numpy()
+            if blank.any():
+                raise DataError(f"{fname}: column {key!r} (the key that joins {file}) is blank in "
+                                f"{_rows(frame, blank, comp.id_col if fname == name else None)}")
         dup = table[key].duplicated()
         if dup.any():
             raise DataError(f"{file}: column {key!r} repeats {table[key][dup].iloc[0]!r}: one row per key")

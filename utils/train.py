@@ -52,6 +52,7 @@ from .config import (
     competition_for,
     for_competition,
     identity,
+    ignored_settings,
     parse_args,
 )
 from .data import (
@@ -722,6 +723,7 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
     (None: the one cfg.competition names, CommonLit when empty); returns metrics.json's content.
     `on_validation(fold, step, value)`: called after each validation (utils.tune's pruning)."""
     comp = comp if comp is not None else competition_for(cfg)
+    ignored = ignored_settings(cfg, comp)
     cfg = for_competition(cfg, comp)  # --fit "" as the competition's long_text: what the run records
     check_settings(cfg, comp)
     precision = check_backbone(cfg)
@@ -732,6 +734,8 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
                       f"mixed precision {accelerator.mixed_precision}")
     if precision.note:
         accelerator.print(precision.note)
+    for line in ignored:
+        accelerator.print(line)
     out = Path(cfg.out)
     if accelerator.is_main_process:
         prepare_out(cfg, comp, out)
@@ -783,10 +787,12 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
                 objective_of(comp).write_outputs(tmp, oof)  # e.g. a span task's character scores
             resume.remove(out, fold)
             metrics = summarize(cfg, comp, out)
+            fitted = metrics.get("thresholds_per_fold") or {}  # a span task's: refitted as each fold lands
+            at = ", ".join(f"{k}: {t:g}" for k, t in fitted.items())
             accelerator.print(
                 f"fold {fold}: best {metrics['metric']} {metrics['fold_score'][fold]:.4f} in "
                 f"{info['seconds']:.0f}s | cv {metrics['metric']} over folds {metrics['folds_done']}: "
-                f"{metrics['cv']:.4f}"
+                f"{metrics['cv']:.4f}" + (f" (each fold at the threshold its other folds fit: {at})" if at else "")
             )
         accelerator.wait_for_everyone()
         del model
