@@ -396,6 +396,11 @@ def table() -> str:
             extra = ", ".join(f"{k} {v:.4f}" for k, v in a.get("per_sentiment", {}).items()) or \
                 (f"precision {a['precision']:.4f}, recall {a['recall']:.4f}" if "precision" in a else "")
             lines.append(f"| {comp} | {a['arm']} | {a[metric]:.4f} | {extra}; {minutes:.1f} min | `{a['command']}` |")
+    m = (n or {}).get("pretrain")
+    if m:
+        lines.append(f"\n{m['arm']} on {m['notes']} notes ({m['notes_held_out']} of fold 0 left out): "
+                     f"held-out MLM loss {m['loss_before']:.3f} -> {m['loss_after']:.3f}, {m['steps']} steps, "
+                     f"{m['minutes']:.1f} min (`{m['command']}`)")
     if t:
         x = t["noise"]
         lines.append(f"\nTweet labels ({x['rows']} rows): {x['not_verbatim']} not found verbatim in their text, "
