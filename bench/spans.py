@@ -414,6 +414,19 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def record(r: dict, *keys: str) -> None:
+    """r, with the command that made it, saved in the results file at res[keys[0]]...[keys[-1]]."""
+    from utils.files import write_json
+
+    r["command"] = command()
+    res = load()
+    place = res
+    for k in keys[:-1]:
+        place = place.setdefault(k, {})
+    place[keys[-1]] = r
+    write_json(RESULTS, res)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("arm", nargs="?", choices=("tweet", "nbme", "tweet-kit", "nbme-kit", "tweet-trainer",
@@ -427,27 +440,17 @@ def main() -> None:
     p.add_argument("--table", action="store_true", help="print the saved results")
     a = p.parse_args()
     if a.arm == "nbme-pretrain":
-        from utils.files import write_json
-
         r = pretrain_arm(Path(a.data), a.model, a.out or "runs/nbme-mlm", a.epochs or 10)
-        r["command"] = command()
-        res = load()
-        res.setdefault("nbme", {})["pretrain"] = r
-        write_json(RESULTS, res)
+        record(r, "nbme", "pretrain")
         print(json.dumps({k: v for k, v in r.items() if k != "history"}, indent=1))
         return
     if a.arm and a.arm.endswith(("-kit", "-trainer")):
         slug = TWEET if a.arm.startswith("tweet") else NBME
-        from utils.files import write_json
-
         epochs = a.epochs or RECIPES[slug]["epochs"]
         r = kit(slug, Path(a.data), a.model, a.out or f"runs/{a.arm}", epochs, a.save_every) \
             if a.arm.endswith("-kit") else trainer_arm(slug, Path(a.data), a.model, epochs, a.out or f"runs/{a.arm}",
                                                         a.save_every)
-        r["command"] = command()
-        res = load()
-        res.setdefault(a.arm.split("-")[0], {}).setdefault("models", {})[r["arm"]] = r
-        write_json(RESULTS, res)
+        record(r, a.arm.split("-")[0], "models", r["arm"])
         print(json.dumps(r, indent=1))
         return
     if a.table or not a.arm:

@@ -978,12 +978,12 @@ def test_review_defects_of_the_span_rows(tmp_path):
     long_condition = " ".join(["heart"] * 20)
     with pytest.raises(ValueError, match="the condition 'heart heart .*' and special tokens take .* of --max-len 16"):
         SpanDataset([(long_condition, CORPUS[0] * 3)], tok, 16, objective=objective_of(BUILTIN[TWEET]))
-    # oof.csv's texts "NA" and "None" stay texts when read back (utils.runs reads every oof.csv so)
-    from utils.runs import TEXTS_AS_WRITTEN
+    # oof.csv's texts "NA" and "None" stay texts when read back (read_oof_csv reads every oof.csv)
+    from utils.files import read_oof_csv
 
     pd.DataFrame({"id": ["a", "b"], "selected_text": ["NA", "None"], "pred": ["None", ""], "fold": 0}).to_csv(
         tmp_path / "oof.csv", index=False)
-    frame = pd.read_csv(tmp_path / "oof.csv", dtype={"id": str}, **TEXTS_AS_WRITTEN)
+    frame = read_oof_csv(tmp_path / "oof.csv")
     y, p = objective_of(BUILTIN[TWEET]).oof_arrays(frame, ["selected_text"])
     assert list(y) == ["NA", "None"] and list(p) == ["None", ""]
 

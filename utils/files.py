@@ -21,6 +21,9 @@ FILES_NEEDED = (KIT_CONFIG, WEIGHTS, BACKBONE_CONFIG, "tokenizer_config.json")
 CHARS = "chars.npz"
 # A run's out-of-fold rows, and each fold folder's own (utils.runs).
 OOF = "oof.csv"
+# An oof.csv cell reading "NA", "None" or "null" is that text (a label, a span task's answer); only an
+# empty cell is missing.
+TEXTS_AS_WRITTEN = {"keep_default_na": False, "na_values": [""]}
 # The files of a base model that decide what it computes (a LoRA fold records their sha256).
 BASE_FILES = (BACKBONE_CONFIG, "*.safetensors", "*.bin")
 # A saved tokenizer also needs its vocabulary: tokenizer.json (fast) or a slow tokenizer's file.
@@ -54,6 +57,13 @@ def _atomic_file(path, write) -> None:
 def write_json(path, obj) -> None:
     """Write JSON atomically (temp file + rename)."""
     _atomic_file(path, lambda f: json.dump(obj, f, indent=2, default=str))
+
+
+def read_oof_csv(path):
+    """An oof.csv (a run's or a fold folder's) as written: ids and texts as text."""
+    import pandas as pd
+
+    return pd.read_csv(path, dtype={"id": str}, **TEXTS_AS_WRITTEN)
 
 
 def write_csv(path, df) -> None:

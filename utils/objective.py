@@ -29,7 +29,7 @@ import pandas as pd
 
 from . import spans
 from .data import DataError, _rows, item_id, label_text
-from .files import CHARS, OOF, atomic_file
+from .files import CHARS, OOF, atomic_file, read_oof_csv
 from .metrics import METRICS, Metric, apply_rule, rmse, top_k
 
 
@@ -1033,7 +1033,7 @@ def read_chars(folder) -> dict:
         try:
             ids = json.loads(str(z["ids"]))
         except ValueError:  # written before its ids were kept as text: the fold's oof.csv has them, in its order
-            ids = pd.read_csv(Path(folder) / OOF, dtype={"id": str}, keep_default_na=False)["id"].tolist()
+            ids = read_oof_csv(Path(folder) / OOF)["id"].tolist()
     if len(ids) != len(texts):
         raise DataError(f"{Path(folder) / CHARS}: {len(texts)} rows of character scores for {len(ids)} ids")
     cuts = np.concatenate([[0], np.cumsum(lengths)])

@@ -37,16 +37,13 @@ import pandas as pd
 from .cli import HelpFormatter, cli_error, first_paragraph
 from .competition import Competition, from_settings
 from .data import DataError
-from .files import BACKBONE_CONFIG, OOF, file_sha256, fold_dirs, write_csv, write_json
+from .files import BACKBONE_CONFIG, OOF, file_sha256, fold_dirs, read_oof_csv, write_csv, write_json
 from .fold import first_fold
 from .metrics import METRICS as REGISTERED_METRICS
 from .objective import Objective, objective_of
 
 CONFIG = "config.json"
 FOLDS = "folds.csv"
-# An oof.csv cell reading "NA", "None" or "null" is that text (a label, a span task's answer); only an
-# empty cell is missing.
-TEXTS_AS_WRITTEN = {"keep_default_na": False, "na_values": [""]}
 METRICS = "metrics.json"
 HISTORY = "history.json"
 BLEND = "blend.json"  # utils.ensemble's output, beside the runs it blends
@@ -113,8 +110,7 @@ def finished_folds(run) -> list:
 
 def collect_oof(run) -> pd.DataFrame:
     """The finished folds' OOF rows, concatenated and written as the run's oof.csv."""
-    oof = pd.concat([pd.read_csv(Path(run) / f"fold{k}" / OOF, dtype={"id": str}, **TEXTS_AS_WRITTEN)
-                     for k in finished_folds(run)])
+    oof = pd.concat([read_oof_csv(Path(run) / f"fold{k}" / OOF) for k in finished_folds(run)])
     write_oof(run, oof)
     return oof
 
@@ -225,7 +221,7 @@ def read_oof(run, target: str = "target") -> Oof:
     run = Path(run)
     if not has_oof(run):
         raise FileNotFoundError(f"{run} has no {OOF}: not a run folder with a finished fold")
-    frame = pd.read_csv(run / OOF, dtype={"id": str}, **TEXTS_AS_WRITTEN)
+    frame = read_oof_csv(run / OOF)
     comp = run_competition(run, target)
     objective = objective_of(comp)
     truth = tuple(comp.target_cols[:1] if objective.classes else comp.target_cols)

@@ -62,15 +62,14 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
                             f"found: {', '.join(map(str, table.columns))}")
         if their != key:
             table = table.drop(columns=[key], errors="ignore").rename(columns={their: key})
-        for frame, fname in ((df, name), (table, file)):
+        for frame, fname, ids in ((df, name, comp.id_col), (table, file, None)):
             if key not in frame.columns:
                 raise DataError(f"{fname} is missing column {key!r} (the join key); "
                                 f"found: {', '.join(map(str, frame.columns))}")
-        for frame, fname in ((df, name), (table, file)):  # (a blank cell would also read the column as floats)
             blank = (frame[key].isna() | (frame[key].astype(str).str.strip() == "")).to_numpy()
-            if blank.any():
+            if blank.any():  # (a blank cell would also read the column as floats)
                 raise DataError(f"{fname}: column {key!r} (the key that joins {file}) is blank in "
-                                f"{_rows(frame, blank, comp.id_col if fname == name else None)}")
+                                f"{_rows(frame, blank, ids)}")
         dup = table[key].duplicated()
         if dup.any():
             raise DataError(f"{file}: column {key!r} repeats {table[key][dup].iloc[0]!r}: one row per key")
