@@ -461,7 +461,8 @@ def main() -> None:
     from utils.files import write_json
 
     res = load()
-    res[a.arm] = (tweet if a.arm == "tweet" else nbme)(Path(a.data))
+    kept = {k: v for k, v in res.get(a.arm, {}).items() if k in ("models", "pretrain")}  # the other arms' results
+    res[a.arm] = {**(tweet if a.arm == "tweet" else nbme)(Path(a.data)), **kept}
     write_json(RESULTS, res)
     print(table())
 
