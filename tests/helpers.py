@@ -389,12 +389,11 @@ def patent_data(folder: Path) -> Path:
 
 
 def init(data: Path, **edits) -> str:
-    """`python -m utils.competition init`, then the user's edits to the JSON it wrote."""
-    from utils import competition as comp_cli
-    from utils.infer import infer
+    """`python -m utils.infer`, then the user's edits to the JSON it wrote."""
+    from utils.infer import main as init_main
 
     out = data / "competition.json"
-    assert comp_cli.main(["init", "--data", str(data), "--out", str(out)], infer=infer) == 0
+    assert init_main(["--data", str(data), "--out", str(out)]) == 0
     d = json.loads(out.read_text())
     out.write_text(json.dumps({**d, **edits}))
     return str(out)

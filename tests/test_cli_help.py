@@ -9,7 +9,8 @@ import pytest
 # versions: imports every CLI, and with it transformers, accelerate and peft, for its options
 pytestmark = pytest.mark.versions
 
-CLIS = ["train", "pretrain", "predict", "ensemble", "pseudo", "competition", "kaggle", "demo", "runs", "tune"]
+CLIS = ["train", "pretrain", "predict", "ensemble", "pseudo", "competition", "infer", "kaggle", "demo", "runs", "tune",
+        "rerank", "models"]
 
 
 def parsers_of(module: str, monkeypatch) -> list:

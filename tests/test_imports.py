@@ -10,29 +10,17 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "utils"
 
 
-def _under_main_guard(tree: ast.Module) -> set:
-    """ids of the nodes under `if __name__ == "__main__":` (run as a script only, never imported)."""
-    out = set()
-    for node in tree.body:
-        if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
-                and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__"):
-            out |= {id(n) for n in ast.walk(node)}
-    return out
-
-
 def kit_imports(path: Path) -> list:
-    """[(module imported, line, inside a function)] of a module's imports of the kit's own modules."""
+    """[(module imported, line, inside a function)] of a module's imports of the kit's own modules,
+    wherever they stand (a script-only `if __name__ == "__main__":` block counts too)."""
     modules = {p.stem for p in PACKAGE.glob("*.py")}
     tree = ast.parse(path.read_text())
-    script_only = _under_main_guard(tree)
     in_function = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             in_function |= {id(n) for n in ast.walk(node) if n is not node}
     found = []
     for node in ast.walk(tree):
-        if id(node) in script_only:
-            continue
         if isinstance(node, ast.ImportFrom) and node.level == 1:
             names = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "utils":

@@ -22,10 +22,10 @@ from helpers import (
     tiny_data,
 )
 
-from utils import competition as comp_cli
 from utils import ensemble, predict, runs
 from utils.competition import SEP, CompetitionError, load_competition, with_separator
 from utils.infer import infer
+from utils.infer import main as init_main
 from utils.metrics import METRICS
 from utils.tables import read_table
 from utils.train import main as train_main
@@ -279,7 +279,7 @@ def test_init_takes_the_table_the_sample_submission_names_and_proposes_its_joins
 def test_init_refuses_a_header_only_train_file(tmp_path, capsys):
     data = tiny_data("nlp-getting-started", tmp_path / "t")
     pd.read_csv(data / "train.csv").head(0).to_csv(data / "train.csv", index=False)
-    assert comp_cli.main(["init", "--data", str(data), "--out", str(tmp_path / "c.json")], infer=infer) == 2
+    assert init_main(["--data", str(data), "--out", str(tmp_path / "c.json")]) == 2
     assert_one_line_error(capsys.readouterr().err, "train.csv", "no data rows")
     assert not (tmp_path / "c.json").exists()
 

@@ -3,7 +3,7 @@ submission and folds. A frozen dataclass that round-trips through a JSON file; t
 are entries of BUILTIN, an unknown one is inferred from its CSVs (utils.infer):
 
     python -m utils.competition show feedback-prize-english-language-learning
-    python -m utils.competition init --data DIR --out competition.json   # then check the file
+    python -m utils.infer --data DIR --out competition.json   # a new one: then check the file
 
 Everything else asks the description (and the metric it names, utils.metrics; the objective its
 task is trained as, utils.objective) instead of branching on a competition's name; its tables are
@@ -548,36 +548,22 @@ def from_settings(settings: dict) -> Competition:
                        standard_error_col=mine["standard_error_col"])
 
 
-def main(argv=None, infer=None) -> int:
-    """CLI: show a description, or infer one from a folder of CSVs with `infer` (utils.infer.infer,
-    which imports this module: the command line passes it in, as must a caller of `init`)."""
+def main(argv=None) -> int:
+    """CLI: show a built-in or saved description (a new competition's is inferred by utils.infer)."""
     p = argparse.ArgumentParser(prog="python -m utils.competition", description=first_paragraph(__doc__),
-                                formatter_class=HelpFormatter)
+                                formatter_class=HelpFormatter,
+                                epilog="a new competition: python -m utils.infer --data DIR --out competition.json")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("show", help="print a built-in or saved description as JSON", formatter_class=HelpFormatter)
     s.add_argument("competition", nargs="?", default=DEFAULT,
                    help=f"a built-in slug ({', '.join(BUILTIN)}) or a JSON file (default: %(default)s)")
-    i = sub.add_parser("init", help="infer a description from a competition's CSVs", formatter_class=HelpFormatter)
-    i.add_argument("--data", required=True, help="folder with the train, test and sample submission CSVs")
-    i.add_argument("--out", required=True, help="the competition.json to write (check it before use)")
     args = p.parse_args(argv)
     try:
-        if args.cmd == "show":
-            print(json.dumps(load_competition(args.competition).to_dict(), indent=2))
-            return 0
-        if infer is None:
-            raise TypeError("main(['init', ...]) infers with utils.infer.infer: pass infer=")
-        comp, why = infer(args.data)
-        for line in why:
-            print(f"- {line}")
-        comp.save(args.out)
+        print(json.dumps(load_competition(args.competition).to_dict(), indent=2))
     except (CompetitionError, DataError, OSError, ValueError) as e:
         return cli_error(e)
-    print(f"wrote {args.out}: check it, then pass --competition {args.out}")
     return 0
 
 
 if __name__ == "__main__":
-    from .infer import infer  # init's inference builds a Competition: it imports this module
-
-    sys.exit(main(infer=infer))
+    sys.exit(main())

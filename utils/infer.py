@@ -1,21 +1,25 @@
-"""A competition description guessed from its CSVs (`python -m utils.competition init`): the
-sample submission names the id and the targets, the training targets the task, the training
-file's text lengths the input; each choice comes with the reason it was made, for the user to
-check before use.
+"""A competition description guessed from its CSVs: the sample submission names the id and the
+targets, the training targets the task, the training file's text lengths the input; each choice
+comes with the reason it was made, for the user to check before use.
+
+    python -m utils.infer --data DIR --out competition.json   # then check it: --competition FILE
 
 Light: pandas only, no torch.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from . import spans
+from .cli import HelpFormatter, cli_error, first_paragraph
 from .competition import TASKS, Competition
 from .data import DataError
 from .tables import join_key
@@ -348,3 +352,25 @@ def infer(data_dir) -> tuple[Competition, list]:
                        test_joins=test_joins, folds="group" if group else "stratified", group_col=group)
     why.append(f"slug {comp.slug!r}: the folder's name (set it to the competition's Kaggle slug)")
     return comp, why
+
+
+def main(argv=None) -> int:
+    """CLI: infer a description from a folder of CSVs, say why each choice was made, and write it."""
+    p = argparse.ArgumentParser(prog="python -m utils.infer", description=first_paragraph(__doc__),
+                                formatter_class=HelpFormatter)
+    p.add_argument("--data", required=True, help="folder with the train, test and sample submission CSVs")
+    p.add_argument("--out", required=True, help="the competition.json to write (check it before use)")
+    args = p.parse_args(argv)
+    try:
+        comp, why = infer(args.data)
+        for line in why:
+            print(f"- {line}")
+        comp.save(args.out)
+    except (DataError, OSError, ValueError) as e:  # a CompetitionError is a ValueError
+        return cli_error(e)
+    print(f"wrote {args.out}: check it, then pass --competition {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
