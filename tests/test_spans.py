@@ -541,6 +541,10 @@ def test_span_rows_round_trip_through_tokens_windows_and_characters(kind, max_le
     assert max(ds.lengths) <= max_len
     chars = ds.per_text(_one_hot(ds, 1))
     assert chars.shape[:2] == (len(texts), max(map(len, texts)))
+    # At float16's precision, as a fold's chars.npz keeps them: the validation score, oof.csv's answers
+    # and a blend's decoding of the file agree to the character (a score of 0.50002 is 0.5 in both).
+    noisy = ds.per_text(rng.uniform(0.45, 0.55, _one_hot(ds, 1).shape))
+    assert noisy.dtype == np.float32 and np.array_equal(noisy, noisy.astype(np.float16).astype(np.float32))
     got = [decode(t, c[: len(t)], 0.5) for t, c in zip(texts, chars)]
     assert got == [strip_spans(s, t) for t, s in truth]
     one = dataclasses_replace(many, count="one", labels_as="text")
@@ -564,7 +568,7 @@ def test_a_span_run_trains_and_its_cv_is_the_metric_of_oof_answers(slug, tmp_pat
 
     from utils.competition import load_competition
     from utils.metrics import METRICS
-    from utils.objective import read_chars
+    from utils.objective import objective_of, read_chars
     from utils.runs import read_metrics, read_oof
     from utils.spans import decode
     from utils.train import run_cv
@@ -597,6 +601,11 @@ def test_a_span_run_trains_and_its_cv_is_the_metric_of_oof_answers(slug, tmp_pat
             assert list(old) == list(saved[0]) and all(np.array_equal(old[i][1], saved[0][i][1]) for i in old)
         assert [t for t, _ in saved[k].values()] == [str(x) for x in rows["id"].map(_texts(tmp_path / "data", comp))]
         assert all(c.shape == (len(t), 2 if slug == TWEET else 1) for t, c in saved[k].values())
+        # Decoding the file gives back oof.csv's answers, as a blend of one run reads them (float16 both)
+        t = {int(j): v for j, v in (metrics.get("thresholds_per_fold") or {}).items()}.get(k, 0.5)
+        obj = objective_of(comp)
+        assert [obj.cell(obj.written(x, decode(x, c, t))) for x, c in saved[k].values()] == \
+            rows["pred"].fillna("").astype(str).tolist()
     # Prediction reads rows as the CV did: fold 0's model on its own validation rows gives its chars.npz.
     from utils.predict import predict_folds, predict_replicas
     from utils.tables import read_table

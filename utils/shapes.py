@@ -388,7 +388,8 @@ class SpanDataset(torch.utils.data.Dataset):
     def per_text(self, pred: np.ndarray) -> np.ndarray:
         """Token outputs (windows, S, heads) -> character scores (rows, C, heads), C the longest
         text, 0 past each row's text: each window's on the characters its text tokens span, the
-        mean where windows overlap."""
+        mean where windows overlap. At float16's precision, as a fold's chars.npz keeps them: the
+        validation score, oof.csv's answers and any decoding of the file agree to the character."""
         width = max([len(t) for t in self.texts] + [1])
         sums = np.zeros((self.n_texts, width, self.heads), dtype=np.float64)
         counts = np.zeros((self.n_texts, width), dtype=np.float64)
@@ -401,7 +402,7 @@ class SpanDataset(torch.utils.data.Dataset):
             scores = spans.char_scores(offsets, pred[w, : len(offsets)], len(text), mask, text)
             sums[row, lo:hi] += scores[lo:hi]
             counts[row, lo:hi] += 1
-        return (sums / np.maximum(counts, 1)[:, :, None]).astype(np.float32)
+        return (sums / np.maximum(counts, 1)[:, :, None]).astype(np.float16).astype(np.float32)
 
     def __len__(self):
         return len(self.input_ids)
