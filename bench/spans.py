@@ -174,6 +174,10 @@ RECIPES = {TWEET: {"max_len": 96, "batch_size": 32, "lr": 5e-5, "epochs": 3, "ev
            NBME: {"max_len": 384, "batch_size": 16, "lr": 5e-5, "epochs": 3, "eval_every": 150}}
 
 
+def said_epochs(n: int) -> str:
+    return f"{n} epoch" + "s" * (n != 1)
+
+
 def minilm() -> str:
     return "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -202,7 +206,7 @@ def kit(slug: str, data: Path, model: str, out: str, epochs: int, save_every: in
     t2 = time.time()
     valid = submit([out], valid_as_test(slug, data, oof.frame["id"], Path(out) / "valid-as-test"),
                    str(Path(out) / "valid-as-test" / "submission.csv"), sample_submission=False, progress=False)
-    res = {"arm": f"the kit ({Path(model).name}, {r['epochs']} epochs)", metric.name: metric.score(y, p),
+    res = {"arm": f"the kit ({Path(model).name}, {said_epochs(r['epochs'])})", metric.name: metric.score(y, p),
            "minutes_this_session": (time.time() - t0) / 60, "fold_minutes": history["seconds"] / 60,
            "predict_minutes": (t2 - t1) / 60, "test_rows": len(sub),
            "valid_predict_minutes": (time.time() - t2) / 60, "valid_rows": len(valid),
@@ -378,7 +382,7 @@ def trainer_arm(slug: str, data: Path, model: str, epochs: int, out: str, save_e
             pred.append(decode_threshold(chars, 0.5, text))
     y = [truth[int(i)] for i in vi]
     metric = METRICS[comp.metric_name]
-    res = {"arm": f"transformers {cls.__name__} + Trainer ({Path(model).name}, {r['epochs']} epochs)",
+    res = {"arm": f"transformers {cls.__name__} + Trainer ({Path(model).name}, {said_epochs(r['epochs'])})",
            metric.name: metric.score(y, pred), "train_minutes": train_min, "resumed": resume, "run": out,
            "predict_minutes": (time.time() - t1) / 60,
            **r, "model": model, "n_cut": int(sum(len(x["input_ids"]) >= r["max_len"] for x in rows))}
