@@ -642,6 +642,20 @@ def test_a_span_run_trains_and_its_cv_is_the_metric_of_oof_answers(slug, tmp_pat
             assert mine == [obj.cell(decode(x, c, best)) for x, c in saved[k].values()]
     else:
         assert "thresholds_per_fold" not in read_metrics(run)
+    # The fold records its training rows' conditions; rows read with another one are said on stderr
+    from utils.fold import read_fold
+
+    trained = comp.input_texts(train.loc[frame.loc[frame["fold"] == 1, "id"].astype(str)])  # fold 0's training
+    assert read_fold(run / "fold0").saved["seen"] == {"conditions": sorted({c for c, _ in trained})}
+    capsys.readouterr()
+    predict_folds(run, texts, progress=False)
+    assert "condition no training row had" not in capsys.readouterr().err
+    odd = [("a condition never trained on", t) for _, t in texts[:3]] + texts[3:]
+    predict_folds(run, odd, progress=False)
+    err = capsys.readouterr().err
+    assert f"warning: {run}: 3 of {len(odd)} rows are read with a condition no training row had (e.g. " \
+           "'a condition never trained on'; 1 such): their spans come from a model that never learned it" in err
+    assert err.count("condition no training row had") == 1  # once for the run, not once per fold
 
 
 def _texts(data: Path, comp):

@@ -3,7 +3,8 @@
 A fold folder (utils.model writes it) is self-contained: its weights, the backbone's config, the
 tokenizer, and this record: the model spec that rebuilds the model around the backbone, the run's
 training settings, the competition it was trained for, a LoRA fold's base model, the training
-rows' mean output (what a blank text is predicted as), its fold number and best score. Every
+rows' mean output (what a blank text is predicted as), what new rows are checked against (`seen`:
+a span task's conditions, utils.shapes), its fold number and best score. Every
 module that needs one of those asks `read_fold`.
 
 Light (no torch): the record is read before any model loads, so checks on it come first.

@@ -99,6 +99,15 @@ class TextRows:
         """A fold's figures beside its metric (e.g. seen and unseen items); {} for most."""
         return {}
 
+    def seen(self, inputs) -> dict:
+        """What a fold records of its training rows' inputs, for new rows to be checked against
+        (`unseen`): {} for most."""
+        return {}
+
+    def unseen(self, inputs, seen: dict) -> str:
+        """A warning when new rows ask what the fold's training rows never did (its `seen`); ""."""
+        return ""
+
 
 class OptionsDataset(torch.utils.data.Dataset):
     """Rows of K (text, option) pairs: the N*K pairs tokenized as one TextDataset; item i holds
@@ -461,6 +470,22 @@ class SpanRows(TextRows):
     @property
     def heads(self) -> int:
         return self.objective.heads
+
+    def seen(self, inputs) -> dict:
+        """A paired row's conditions (Tweet's sentiments, NBME's features), sorted."""
+        pairs = bool(inputs) and isinstance(inputs[0], (tuple, list))
+        return {"conditions": sorted({str(t[0]) for t in inputs})} if pairs else {}
+
+    def unseen(self, inputs, seen: dict) -> str:
+        known = seen.get("conditions")
+        if known is None or not inputs or not isinstance(inputs[0], (tuple, list)):
+            return ""  # a fold recorded before conditions were, or rows without one
+        new = [str(t[0]) for t in inputs if str(t[0]) not in set(known)]
+        if not new:
+            return ""
+        show = new[0] if len(new[0]) <= 60 else new[0][:57] + "..."
+        return (f"{len(new)} of {len(inputs)} rows are read with a condition no training row had (e.g. {show!r}; "
+                f"{len(set(new))} such): their spans come from a model that never learned it")
 
     def forward(self, model, batch):
         """(B, S, heads) token logits; with two heads, a position outside the text (but the first,

@@ -549,7 +549,9 @@ def fold_outcome(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, data: Fo
     info["n_train"], info["n_valid"], info["n_truncated"] = len(data.tr), len(data.va), data.n_cut
     info["n_pseudo"] = data.n_pseudo
     info["target_mean"] = target_mean.tolist()  # what a blank text is predicted as at inference
-    figures = shape_of(comp, cfg).figures(comp, data, best_pred)
+    shape = shape_of(comp, cfg)
+    info["seen"] = shape.seen(shape.inputs(comp, df.iloc[data.tr]))  # kept in the record, not the history
+    figures = shape.figures(comp, data, best_pred)
     if figures:
         log(f"fold {fold}: " + ", ".join(f"{k} {v:.4f}" for k, v in figures.items()))
         info["figures"] = figures
@@ -778,10 +780,11 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
             if accelerator.is_main_process:
                 resume.remove(out, fold)
             raise
+        seen = info.pop("seen")
         if accelerator.is_main_process:
             with atomic_dir(out / f"fold{fold}") as tmp:
                 model.save(tmp, tokenizer, extra={"fold": fold, "score": info["best_score"],
-                                                  "target_mean": info["target_mean"],
+                                                  "target_mean": info["target_mean"], "seen": seen,
                                                   "train": identity(cfg, comp), "competition": comp.to_dict()})
                 runs.write_fold_summaries(tmp, oof, info)
                 objective_of(comp).write_outputs(tmp, oof)  # e.g. a span task's character scores
