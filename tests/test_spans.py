@@ -999,8 +999,19 @@ def test_review_defects_of_the_span_rows(tmp_path):
 
     tok = _fast(tiny_tokenizer("byte_level", CORPUS * 3, True, True))
     long_condition = " ".join(["heart"] * 20)
-    with pytest.raises(ValueError, match="the condition 'heart heart .*' and special tokens take .* of --max-len 16"):
-        SpanDataset([(long_condition, CORPUS[0] * 3)], tok, 16, objective=objective_of(BUILTIN[TWEET]))
+    text = CORPUS[0] * 3
+    with pytest.raises(ValueError, match=r"the condition 'heart heart .* takes 20 tokens \(24 with the special "
+                                         r"tokens\) of max_len 16, leaving 0 for its text in each window \(at least 8 "
+                                         r"needed\): train with a larger --max-len"):  # training refuses
+        SpanDataset([(long_condition, text)], tok, 16, targets=[(text, "")], objective=objective_of(BUILTIN[TWEET]))
+    # prediction (a condition no training row had) cuts it to its first tokens: half of each window is the text's
+    ds = SpanDataset([(long_condition, text)], tok, 16, objective=objective_of(BUILTIN[TWEET]))
+    assert all(len(ids) <= 16 and m.sum() == 8 for ids, m in zip(ds.input_ids[:-1], ds.masks[:-1]))
+    assert tok.convert_ids_to_tokens(ds.input_ids[0])[:7] == ["<s>", *["Ġheart"] * 4, "</s>", "</s>"]  # 4 kept
+    covered = np.zeros(len(text), bool)
+    for o, m in zip(ds.offsets, ds.masks):
+        covered[o[m, 0].min():o[m, 1].max()] = True
+    assert covered[len(text) - len(text.lstrip()):].all()  # every character of the text read in some window
     # oof.csv's texts "NA" and "None" stay texts when read back (read_oof_csv reads every oof.csv)
     from utils.files import read_oof_csv
 
@@ -1009,6 +1020,56 @@ def test_review_defects_of_the_span_rows(tmp_path):
     frame = read_oof_csv(tmp_path / "oof.csv")
     y, p = objective_of(BUILTIN[TWEET]).oof_arrays(frame, ["selected_text"])
     assert list(y) == ["NA", "None"] and list(p) == ["None", ""]
+
+
+def test_probe_defects_of_the_span_family(tmp_path, tiny_bert, capsys):
+    """An independent probe's findings: a lone carriage return in a written text, runs that read an
+    id's text differently blended position by position, the kit's separator character in a span
+    text, a long condition at prediction, a join key read as floats, a span of a blank text."""
+    from helpers import cfg_for
+
+    from utils import ensemble
+    from utils.competition import BUILTIN
+    from utils.data import DataError
+    from utils.files import read_oof_csv, write_csv
+    from utils.objective import objective_of
+    from utils.shapes import SpanDataset
+    from utils.spans import check_spans
+    from utils.tables import join_key
+    from utils.train import run_cv
+
+    # a text with a lone "\r" is quoted, so the file reads back as written (was: 4 rows of NaN)
+    frame = pd.DataFrame({"id": ["a", "b"], "selected_text": ["good\rday", "fine"], "pred": ["a\rb", ""],
+                          "fold": [0, 1]})
+    write_csv(tmp_path / "oof.csv", frame)
+    back = read_oof_csv(tmp_path / "oof.csv")
+    assert back["selected_text"].tolist() == ["good\rday", "fine"] and back["pred"].fillna("").tolist() == ["a\rb", ""]
+    write_csv(tmp_path / "plain.csv", frame.iloc[1:])  # files without one are written as before
+    assert (tmp_path / "plain.csv").read_text() == "id,selected_text,pred,fold\nb,fine,,1\n"
+    # a text holding \x1f (the kit's column separator) is read verbatim: the span's offsets index it
+    obj, tok = objective_of(BUILTIN[NBME]), _fast(tiny_tokenizer("byte_level", CORPUS * 3, True, True))
+    note = "my boss\x1fis bullying me"
+    at = note.index("bullying")
+    ds = SpanDataset([("boss", note)], tok, 64, targets=[(note, ((at, at + 8),))], objective=obj)
+    on = ds.offsets[0][np.asarray(ds.targets[0]) == 1]
+    assert note[on[:, 0].min():on[:, 1].max()].strip() == "bullying"
+    # NBME's keys written 00016, 16 and (a column pandas read as floats) 16.0 are one key
+    assert join_key(pd.Series(["00016", "16", "16.0", "16.", "0.0", "1.5", "x"])).tolist() == \
+        ["16", "16", "16", "16", "0", "1.5", "x"]
+    with pytest.raises(ValueError, match="row 3: span '129 132' of a blank text$"):
+        check_spans([(129, 132)], "", "row 3")
+    # two runs whose texts differ for the same ids (another version of the file): their blend is refused
+    data = tmp_path / "data"
+    data.mkdir()
+    tweet_table().to_csv(data / "train.csv", index=False)
+    other = tweet_table()
+    other["text"] = "we like to play " + other["text"]
+    other.to_csv(tmp_path / "other.csv", index=False)
+    for run, csv in ((tmp_path / "a", data / "train.csv"), (tmp_path / "b", tmp_path / "other.csv")):
+        run_cv(cfg_for(csv, run, tiny_bert, competition=TWEET, max_len=16, max_steps=1))
+    with pytest.raises(DataError, match=r"b read the text of id '00000000' as 'we like to play .* but .*a as '.*': "
+                                        "only runs trained on the same texts blend"):
+        ensemble.blend_report([tmp_path / "a", tmp_path / "b"])
 
 
 @pytest.mark.versions

@@ -44,3 +44,13 @@ def show_progress(enabled: bool) -> bool:
     Kaggle batch run's saved output every redraw would be a line, and the kit's own lines (one
     per validation, one per run predicted) already say where the work is."""
     return enabled and (sys.stderr.isatty() or "ipykernel" in sys.modules)
+
+
+_SAID: set = set()
+
+
+def say_once(line: str) -> None:
+    """A warning on stderr, once per process: a run's folds each read the same rows, and say so once."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr, flush=True)

@@ -4,6 +4,7 @@ all) and a run folder's finished folds."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import functools
 import hashlib
 import json
@@ -67,8 +68,13 @@ def read_oof_csv(path):
 
 
 def write_csv(path, df) -> None:
-    """Write a DataFrame as CSV (no index) atomically."""
-    _atomic_file(path, lambda f: df.to_csv(f, index=False, lineterminator="\n"))
+    """Write a DataFrame as CSV (no index) atomically. Lines end in "\n"; where a text holds a
+    carriage return (which the csv module quotes only when it ends lines), every text is quoted,
+    so the file reads back as written."""
+    texts = df.select_dtypes(include=["object", "string"])
+    cr = any(texts[c].astype(str).str.contains("\r", regex=False).any() for c in texts.columns)
+    quoting = csv.QUOTE_NONNUMERIC if cr else csv.QUOTE_MINIMAL
+    _atomic_file(path, lambda f: df.to_csv(f, index=False, lineterminator="\n", quoting=quoting))
 
 
 @contextlib.contextmanager

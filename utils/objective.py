@@ -916,8 +916,16 @@ class Spans(Objective):
     def member_arrays(self, frames, target_cols, runs=()):
         """Per run: (its rows' (span text, answer) (N,), its character scores (N, C, heads)), C the
         longest text of any run's rows (a blend's members, whatever their tokenizers, share it),
-        in its oof.csv's order (its folds' chars.npz, matched by id)."""
+        in its oof.csv's order (its folds' chars.npz, matched by id). Runs that read a row's text
+        differently (another version of the file) are refused: their scores would add up
+        character by character over different texts."""
         saved = [chars_of(run, frame) for frame, run in zip(frames, runs)]
+        first = dict(zip(frames[0]["id"].astype(str), (t for t, _ in saved[0])))
+        for frame, rows, run in zip(frames[1:], saved[1:], runs[1:]):
+            for i, (text, _) in zip(frame["id"].astype(str), rows):
+                if i in first and first[i] != text:
+                    raise DataError(f"{run} read the text of id {i!r} as {spans.show(text, 60)} but {runs[0]} as "
+                                    f"{spans.show(first[i], 60)}: only runs trained on the same texts blend")
         width = max(len(t) for rows in saved for t, _ in rows)
         out = []
         for frame, rows in zip(frames, saved):

@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader
 
 from . import spans
 from .batching import Batches, Collator, TextDataset, deal_evenly, sorted_batches, with_labels
-from .competition import with_separator
+from .cli import say_once
 from .config import SHAPE_SETTINGS, TrainConfig
 from .metrics import METRICS
 from .objective import objective_of
@@ -341,14 +341,14 @@ class SpanDataset(torch.utils.data.Dataset):
         if not getattr(tokenizer, "is_fast", False):
             raise ValueError(f"span tasks need a fast tokenizer (its character offsets): {type(tokenizer).__name__} "
                              "is a slow one; use the backbone's tokenizer.json (transformers' *TokenizerFast)")
-        inputs = with_separator(list(inputs), tokenizer)
+        inputs = list(inputs)  # read verbatim (no SEP: a span task joins no columns), so offsets index the text
         pairs = bool(inputs) and isinstance(inputs[0], (tuple, list))
         self.texts = [str(t[1]) if pairs else str(t) for t in inputs]
         first = [str(t[0]) for t in inputs] if pairs else self.texts
         enc = tokenizer(first, self.texts if pairs else None, truncation=False, verbose=False,
                         return_offsets_mapping=True)
         side = 1 if pairs else 0
-        self.input_ids, self.offsets, self.masks, owner, tgt, self.n_truncated = [], [], [], [], [], 0
+        self.input_ids, self.offsets, self.masks, owner, tgt, self.n_truncated, cut = [], [], [], [], [], 0, []
         for i, ids in enumerate(enc["input_ids"]):
             seq = enc.sequence_ids(i)
             offsets = np.asarray(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2)
@@ -365,11 +365,17 @@ class SpanDataset(torch.utils.data.Dataset):
                 around = np.flatnonzero(~mask)
                 prefix, suffix = around[around < body[0]], around[around > body[-1]]
                 room = max_len - len(prefix) - len(suffix)
-                if room < max_len // 2:  # windows of a few text tokens each: refused, not read in crumbs
-                    cond = first[i] if len(first[i]) <= 60 else first[i][:57] + "..."
-                    raise ValueError(f"the condition {cond!r} and special tokens take {max_len - room} of "
-                                     f"--max-len {max_len} tokens, leaving {room} for its text in each window: "
-                                     "raise --max-len or shorten the condition")
+                if room < max_len // 2:  # windows of a few text tokens each: not read in crumbs
+                    own = [j for j in prefix if seq[j] is not None]  # the condition's own tokens
+                    need = max_len // 2 - room
+                    if targets is not None or need >= len(own):  # training refuses; prediction cuts it
+                        raise ValueError(
+                            f"the condition {spans.show(first[i], 60)} takes {len(own)} tokens ({max_len - room} with "
+                            f"the special tokens) of max_len {max_len}, leaving {max(room, 0)} for its text in each "
+                            f"window (at least {max_len // 2} needed): train with a larger --max-len or shorten "
+                            "the condition")
+                    prefix = np.array([j for j in prefix if j not in set(own[len(own) - need:])], dtype=int)
+                    room, cut = room + need, cut + [first[i]]
                 starts = list(range(0, max(len(body) - room, 0) + 1, max(1, room // 2)))
                 if starts[-1] + room < len(body):
                     starts.append(len(body) - room)
@@ -389,6 +395,9 @@ class SpanDataset(torch.utils.data.Dataset):
                     tgt.append(t)
         self.owner = np.asarray(owner, dtype=int)
         self.n_texts, self.heads = len(self.texts), heads
+        if cut:  # said once per process: each fold of a run reads the same rows
+            say_once(f"warning: {len(cut)} row(s) read with their condition cut to its first tokens, leaving half of "
+                     f"max_len {max_len} to the text in each window (e.g. {spans.show(cut[0], 60)})")
         self.cut = np.zeros(0, int)  # a long text is read whole, in windows
         self.lengths = np.array([len(x) for x in self.input_ids])
         self.targets = tgt if targets is not None else None

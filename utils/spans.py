@@ -26,7 +26,7 @@ import numpy as np
 _PIECE = re.compile(r"\s*(-?[0-9]+)\s+(-?[0-9]+)\s*")
 
 
-def _show(value, limit: int = 120) -> str:
+def show(value, limit: int = 120) -> str:
     """repr on one line (newlines escaped), cut to `limit` characters."""
     r = repr(value)
     return r if len(r) <= limit else r[: limit - 3] + "..."
@@ -38,13 +38,13 @@ def _pieces(item: str, value, where: str) -> list:
     for piece in item.split(";"):
         m = _PIECE.fullmatch(piece)
         if m is None:
-            raise ValueError(f"{where}: {_show(value)} is not a location: spans 'start end' joined by ';', "
-                             f"or a list of them; bad piece {_show(piece)}")
+            raise ValueError(f"{where}: {show(value)} is not a location: spans 'start end' joined by ';', "
+                             f"or a list of them; bad piece {show(piece)}")
         s, e = int(m.group(1)), int(m.group(2))
         if s < 0 or e < 0:
-            raise ValueError(f"{where}: negative offset in {_show(value)}")
+            raise ValueError(f"{where}: negative offset in {show(value)}")
         if s > e:
-            raise ValueError(f"{where}: span '{s} {e}' starts after it ends in {_show(value)}")
+            raise ValueError(f"{where}: span '{s} {e}' starts after it ends in {show(value)}")
         out.append((s, e))
     return out
 
@@ -58,7 +58,7 @@ def parse_location(value, where: str = "location") -> tuple:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ()
     if not isinstance(value, str):
-        raise ValueError(f"{where}: {_show(value)} is not a location string")
+        raise ValueError(f"{where}: {show(value)} is not a location string")
     text = value.strip()
     if not text:
         return ()
@@ -66,9 +66,9 @@ def parse_location(value, where: str = "location") -> tuple:
         try:
             items = ast.literal_eval(text)  # literals only: no name, call or attribute is evaluated
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            raise ValueError(f"{where}: {_show(value)} is not a Python list of 'start end' strings") from None
+            raise ValueError(f"{where}: {show(value)} is not a Python list of 'start end' strings") from None
         if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
-            raise ValueError(f"{where}: {_show(value)} is not a Python list of 'start end' strings")
+            raise ValueError(f"{where}: {show(value)} is not a Python list of 'start end' strings")
     else:
         items = [text]
     return tuple(sorted(p for item in items for p in _pieces(item, value, where)))
@@ -82,6 +82,8 @@ def _merge(spans, where: str, n_chars: int | None = None) -> tuple:
         if s < 0 or s > e or (n_chars is not None and e > n_chars):
             if n_chars is None:
                 raise ValueError(f"{where}: span '{s} {e}' is not a span (0 <= start <= end)")
+            if n_chars == 0:  # (a text of whitespace only is read as blank)
+                raise ValueError(f"{where}: span '{s} {e}' of a blank text")
             raise ValueError(f"{where}: span '{s} {e}' is not inside a text of {n_chars} characters "
                              f"(0 <= start <= end <= {n_chars})")
         if s == e:
@@ -151,7 +153,7 @@ def align(text: str, selected: str, where: str = "selected_text") -> tuple:
         return ((m.start(), m.end()),), False
     best = max(_word_windows(text, set(selected.lower().split())), default=None)
     if best is None or best[0] == 0:
-        raise ValueError(f"{where}: {_show(selected)} shares no word with its text {_show(text, 80)}")
+        raise ValueError(f"{where}: {show(selected)} shares no word with its text {show(text, 80)}")
     return ((best[3], best[4]),), False
 
 

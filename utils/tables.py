@@ -105,10 +105,11 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
 
 def join_key(values: pd.Series) -> pd.Series:
     """A join key as text, whole numbers without leading zeros: NBME's test file writes the note
-    `00016` and the feature `000` where its other tables write 16 and 0."""
+    `00016` and the feature `000` where its other tables write 16 and 0 (and a column that pandas
+    read as floats, 16.0)."""
     text = values.astype(str).str.strip()
-    digits = text.str.fullmatch(r"[0-9]+")
-    return text.where(~digits, text[digits].str.lstrip("0").replace("", "0"))
+    whole = text.str.fullmatch(r"[0-9]+(\.0*)?")
+    return text.where(~whole, text[whole].str.split(".").str[0].str.lstrip("0").replace("", "0"))
 
 
 def warn_blank_options(df: pd.DataFrame, name: str, options, id_col: str) -> None:
