@@ -158,8 +158,8 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
                 print(note, file=sys.stderr, flush=True)
         record = read_fold(folder)
         shape = shape_of(comp, record.train)  # as the fold read its rows (e.g. options listed in the text)
-        note = shape.unseen(texts, record.saved.get("seen") or {})
-        if note and i == 0:
+        note = shape.unseen(texts, record.saved.get("seen") or {}) if i == 0 else ""  # said once, for the run
+        if note:
             print(f"warning: {run}: {note}", file=sys.stderr, flush=True)
         length = max_len or record.max_len
         desc = f"{Path(run).name}/{folder.name}"

@@ -327,6 +327,11 @@ def _embed(model, ds, tokenizer, batch_size: int, device) -> np.ndarray:
     return out
 
 
+def paired(inputs) -> bool:
+    """Rows given as (condition, text) pairs, not texts alone."""
+    return bool(inputs) and isinstance(inputs[0], (tuple, list))
+
+
 class SpanDataset(torch.utils.data.Dataset):
     """Rows whose answers are spans of a text: the text alone, or a (condition, text) pair; each
     tokenized whole with the fast tokenizer's character offsets. A row longer than max_len becomes
@@ -342,7 +347,7 @@ class SpanDataset(torch.utils.data.Dataset):
             raise ValueError(f"span tasks need a fast tokenizer (its character offsets): {type(tokenizer).__name__} "
                              "is a slow one; use the backbone's tokenizer.json (transformers' *TokenizerFast)")
         inputs = list(inputs)  # read verbatim (no SEP: a span task joins no columns), so offsets index the text
-        pairs = bool(inputs) and isinstance(inputs[0], (tuple, list))
+        pairs = paired(inputs)
         self.texts = [str(t[1]) if pairs else str(t) for t in inputs]
         first = [str(t[0]) for t in inputs] if pairs else self.texts
         enc = tokenizer(first, self.texts if pairs else None, truncation=False, verbose=False,
@@ -374,7 +379,8 @@ class SpanDataset(torch.utils.data.Dataset):
                             f"the special tokens) of max_len {max_len}, leaving {max(room, 0)} for its text in each "
                             f"window (at least {max_len // 2} needed): train with a larger --max-len or shorten "
                             "the condition")
-                    prefix = np.array([j for j in prefix if j not in set(own[len(own) - need:])], dtype=int)
+                    dropped = set(own[len(own) - need:])
+                    prefix = np.array([j for j in prefix if j not in dropped], dtype=int)
                     room, cut = room + need, cut + [first[i]]
                 starts = list(range(0, max(len(body) - room, 0) + 1, max(1, room // 2)))
                 if starts[-1] + room < len(body):
@@ -482,19 +488,17 @@ class SpanRows(TextRows):
 
     def seen(self, inputs) -> dict:
         """A paired row's conditions (Tweet's sentiments, NBME's features), sorted."""
-        pairs = bool(inputs) and isinstance(inputs[0], (tuple, list))
-        return {"conditions": sorted({str(t[0]) for t in inputs})} if pairs else {}
+        return {"conditions": sorted({str(t[0]) for t in inputs})} if paired(inputs) else {}
 
     def unseen(self, inputs, seen: dict) -> str:
-        known = seen.get("conditions")
-        if known is None or not inputs or not isinstance(inputs[0], (tuple, list)):
+        if "conditions" not in seen or not paired(inputs):
             return ""  # a fold recorded before conditions were, or rows without one
-        new = [str(t[0]) for t in inputs if str(t[0]) not in set(known)]
+        known = set(seen["conditions"])
+        new = [str(t[0]) for t in inputs if str(t[0]) not in known]
         if not new:
             return ""
-        show = new[0] if len(new[0]) <= 60 else new[0][:57] + "..."
-        return (f"{len(new)} of {len(inputs)} rows are read with a condition no training row had (e.g. {show!r}; "
-                f"{len(set(new))} such): their spans come from a model that never learned it")
+        return (f"{len(new)} of {len(inputs)} rows are read with a condition no training row had (e.g. "
+                f"{spans.show(new[0], 60)}; {len(set(new))} such): their spans come from a model that never learned it")
 
     def forward(self, model, batch):
         """(B, S, heads) token logits; with two heads, a position outside the text (but the first,
