@@ -10,10 +10,15 @@ import torch
 from .competition import with_separator
 
 
+def paired(texts) -> bool:
+    """Rows given as (first, second) text pairs, not texts alone."""
+    return bool(texts) and isinstance(texts[0], (tuple, list))
+
+
 def _tokenize(texts, tokenizer):
     """(texts as a list, whether they are pairs, the tokenizer's whole encoding, no truncation)."""
     texts = with_separator(texts, tokenizer)
-    pairs = bool(texts) and isinstance(texts[0], (tuple, list))
+    pairs = paired(texts)
     first = [str(t[0]) if pairs else str(t) for t in texts]
     second = [str(t[1]) for t in texts] if pairs else None
     return texts, pairs, tokenizer(first, second, truncation=False, verbose=False)

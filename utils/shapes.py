@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from . import spans
-from .batching import Batches, Collator, TextDataset, deal_evenly, sorted_batches, with_labels
+from .batching import Batches, Collator, TextDataset, deal_evenly, paired, sorted_batches, with_labels
 from .cli import say_once
 from .config import SHAPE_SETTINGS, TrainConfig
 from .metrics import METRICS
@@ -325,11 +325,6 @@ def _embed(model, ds, tokenizer, batch_size: int, device) -> np.ndarray:
         out = np.zeros((len(ds), e.shape[1]), dtype=np.float32) if out is None else out
         out[batch["index"].numpy()] = e.cpu().numpy()
     return out
-
-
-def paired(inputs) -> bool:
-    """Rows given as (condition, text) pairs, not texts alone."""
-    return bool(inputs) and isinstance(inputs[0], (tuple, list))
 
 
 class SpanDataset(torch.utils.data.Dataset):
