@@ -465,15 +465,19 @@ def load() -> dict:
 
 
 def save(key: str, value, by: str = "arm") -> None:
-    """value: one arm's figures (replacing the same arm's at the same epochs), or, with by="",
+    """value: one arm's figures (replacing the same arm's at the same epochs, where it stood), or, with by="",
     the whole entry."""
     from utils.files import write_json
 
     res = load()
     if by:
         value = tagged(value)
-        res[key] = [r for r in res.get(key, []) if r.get(by) != value.get(by) or r.get("epochs") != value.get("epochs")]
-        res[key].append(value)
+        rows = res.setdefault(key, [])
+        same = [i for i, r in enumerate(rows) if r.get(by) == value.get(by) and r.get("epochs") == value.get("epochs")]
+        if same:
+            rows[same[0]] = value  # where it stood: the table keeps its order
+        else:
+            rows.append(value)
     else:
         res[key] = value
     write_json(RESULTS, res)
