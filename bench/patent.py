@@ -150,6 +150,9 @@ def save(key: str, value) -> None:
 
     res = load()
     if key == "runs":
+        from spans import command
+
+        value = {**value, "command": value.get("command") or command()}
         same = lambda r: all(r.get(k) == value[k] for k in ("model", "input", "lr", "epochs"))  # noqa: E731
         res["runs"] = [r for r in res.get("runs", []) if not same(r)] + [value]
     else:

@@ -471,7 +471,9 @@ def save(key: str, value, by: str = "arm") -> None:
 
     res = load()
     if by:
-        value = tagged(value)
+        from spans import command
+
+        value = {**tagged(value), "command": value.get("command") or command()}
         rows = res.setdefault(key, [])
         same = [i for i, r in enumerate(rows) if r.get(by) == value.get(by) and r.get("epochs") == value.get("epochs")]
         if same:

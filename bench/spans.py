@@ -39,9 +39,10 @@ MIN_RATE = 0.5  # a word is picked when at least this share of its training occu
 
 
 def command() -> str:
-    """This run's command line, the data folder (this machine's) recorded as DIR."""
+    """This run's command line (of whichever bench script runs), the data folder (this machine's)
+    recorded as DIR."""
     args = ["DIR" if sys.argv[i - 1] == "--data" else a for i, a in enumerate(sys.argv[1:], 1)]
-    return " ".join(["python", "bench/spans.py", *args])
+    return " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *args])
 
 
 def md5(path: Path) -> str:
