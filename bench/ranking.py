@@ -475,11 +475,9 @@ def save(key: str, value, by: str = "arm") -> None:
 
         value = {**tagged(value), "command": value.get("command") or command()}
         rows = res.setdefault(key, [])
-        same = [i for i, r in enumerate(rows) if r.get(by) == value.get(by) and r.get("epochs") == value.get("epochs")]
-        if same:
-            rows[same[0]] = value  # where it stood: the table keeps its order
-        else:
-            rows.append(value)
+        same = [r.get(by) == value.get(by) and r.get("epochs") == value.get("epochs") for r in rows]
+        at = same.index(True) if any(same) else len(rows)
+        rows[at:at + 1] = [value]  # where it stood (or last): the table keeps its order
     else:
         res[key] = value
     write_json(RESULTS, res)
