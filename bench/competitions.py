@@ -224,6 +224,8 @@ def main() -> None:
     if args.table or not args.name:
         print(table())
         return
+    from common import command as commandline
+
     from utils.competition import load_competition
     from utils.data import read_csv
     from utils.files import write_json
@@ -234,9 +236,7 @@ def main() -> None:
     comp = load_competition(s["slug"])
     classes = objective_of(comp).classes
     path = RESULTS / f"competition_{args.name}.json"
-    # The data folder is this machine's: recorded as DIR.
-    command = " ".join(["python", "bench/competitions.py", *(
-        "DIR" if sys.argv[i - 1] == "--data" else a for i, a in enumerate(sys.argv[1:], 1))])
+    command = commandline()  # the data folder (this machine's) recorded as DIR
     if args.average:  # reads saved runs only: no data, no baseline refit, the file's own command kept
         if not path.is_file():
             raise SystemExit(f"--average: {path} holds no runs yet")

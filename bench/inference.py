@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -93,6 +92,8 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(RESULTS / "inference.json"), help="result JSON")
     a = p.parse_args()
+    from common import command as commandline
+
     from utils.env import competition_dir, shown
 
     a.train_csv = a.train_csv or str(competition_dir() / "train.csv")  # utils.env's order
@@ -104,7 +105,7 @@ def main() -> None:
     from utils.model import ModelSpec, TextModel, load_tokenizer
     from utils.predict import predict_model
 
-    command = "python bench/inference.py " + " ".join(sys.argv[1:])
+    command = commandline()
     cpu = cpu_info()
     print(f"CPU: {cpu['model']}; flags: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in cpu["flags"].items()))
     df = read_csv(a.train_csv, "excerpt").sample(n=a.rows, random_state=a.seed)

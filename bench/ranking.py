@@ -471,7 +471,7 @@ def save(key: str, value, by: str = "arm") -> None:
 
     res = load()
     if by:
-        from spans import command
+        from common import command
 
         value = {**tagged(value), "command": value.get("command") or command()}
         rows = res.setdefault(key, [])

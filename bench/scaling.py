@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -122,10 +121,12 @@ def main() -> None:
                    help="2 T4s over PCIe: fp32 gradient all-reduce of 355M params per step")
     p.add_argument("--load-s", type=float, default=15.0, help="seconds to load one roberta-large fold")
     a = p.parse_args()
+    from common import command as commandline
+
     from utils.env import competition_dir, shown
 
     a.train_csv = a.train_csv or str(competition_dir() / "train.csv")  # utils.env's order
-    command = "python bench/scaling.py " + " ".join(sys.argv[1:])
+    command = commandline()
 
     measured = None if a.no_measure else measure(a)
     jobs = project(a)

@@ -30,19 +30,14 @@ RESULTS = HERE / "results" / "spans.json"
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from common import command  # noqa: E402
+
 from utils.data import make_folds  # noqa: E402
 from utils.spans import align, char_micro_scores, check_spans, parse_location, word_jaccard  # noqa: E402
 
 # The lexicon rule's settings, fixed before looking at fold 0 (nothing is tuned on the rows scored).
 MIN_SEEN = 3  # a word seen fewer times in the training folds' tweets of a sentiment has no rate
 MIN_RATE = 0.5  # a word is picked when at least this share of its training occurrences were selected
-
-
-def command() -> str:
-    """This run's command line (of whichever bench script runs), the data folder (this machine's)
-    recorded as DIR."""
-    args = ["DIR" if sys.argv[i - 1] == "--data" else a for i, a in enumerate(sys.argv[1:], 1)]
-    return " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *args])
 
 
 def md5(path: Path) -> str:

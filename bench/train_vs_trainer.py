@@ -210,6 +210,8 @@ def main() -> None:
     p.add_argument("--group-by-length", action=argparse.BooleanOptionalAction, default=False,
                    help=argparse.SUPPRESS)
     a = p.parse_args()
+    from common import command as commandline
+
     from utils.env import competition_dir, shown
 
     a.train_csv = a.train_csv or str(competition_dir() / "train.csv")  # utils.env's order
@@ -218,7 +220,7 @@ def main() -> None:
     if a.steps <= a.warmup_steps:
         p.error("--steps must exceed --warmup-steps")
 
-    command = "python bench/train_vs_trainer.py " + " ".join(sys.argv[1:])
+    command = commandline()
     runs, summary = [], []
     for padding in a.padding:
         grouped = padding == "grouped"

@@ -288,6 +288,7 @@ def test_the_benchmark_average_scores_the_mean_of_its_runs_on_the_same_rows(tmp_
     from utils.metrics import mcrmse
     from utils.runs import write_metrics
 
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # as `python bench/competitions.py` has it: its helpers
     spec = importlib.util.spec_from_file_location("bench_competitions", ROOT / "bench" / "competitions.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -1,0 +1,21 @@
+"""What every bench script records beside its figures: the command line that made them."""
+
+import sys
+from pathlib import Path
+
+# Flags whose value is a path of the machine that ran the command: recorded by what they name.
+MACHINE_PATHS = {"--data": "DIR", "--train-csv": "CSV"}
+
+
+def command() -> str:
+    """The running bench script's command line, as `python bench/<script> ...`, with the data folder
+    recorded as DIR and a --train-csv file as CSV (paths of the machine that ran it)."""
+    args = []
+    for i, a in enumerate(sys.argv[1:], 1):
+        flag, eq, _ = a.partition("=")
+        if eq and flag in MACHINE_PATHS:
+            a = f"{flag}={MACHINE_PATHS[flag]}"
+        elif sys.argv[i - 1] in MACHINE_PATHS:
+            a = MACHINE_PATHS[sys.argv[i - 1]]
+        args.append(a)
+    return " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *args])

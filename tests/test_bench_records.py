@@ -1,0 +1,58 @@
+"""What the bench scripts store beside their figures: the command line that made them (bench/common.py), and
+a re-run arm replacing its old figures where they stood (bench/patent.py, bench/ranking.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+from conftest import ROOT
+
+
+def load_script(name: str, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # as `python bench/<name>.py` has it
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["/somewhere/bench/spans.py", "tweet", "--data", "/home/me/tsx", "--out", "runs/a"],
+     "python bench/spans.py tweet --data DIR --out runs/a"),
+    (["bench/quality.py", "--train-csv", "/data/train.csv", "--modes", "mean"],
+     "python bench/quality.py --train-csv CSV --modes mean"),
+    (["bench/patent.py", "kit", "--data=/data/patent", "--train-csv=x.csv"],
+     "python bench/patent.py kit --data=DIR --train-csv=CSV"),
+    (["bench/backbones.py", "commonlit", "--model", "all-mpnet-base-v2"],
+     "python bench/backbones.py commonlit --model all-mpnet-base-v2"),
+])
+def test_the_recorded_command_names_the_running_script_and_no_machine_path(monkeypatch, argv, expected):
+    common = load_script("common", monkeypatch)
+    monkeypatch.setattr(sys, "argv", argv)
+    assert common.command() == expected
+
+
+def test_a_re_run_patent_arm_replaces_its_figures_where_they_stood(monkeypatch, tmp_path):
+    patent = load_script("patent", monkeypatch)
+    monkeypatch.setattr(patent, "RESULTS", tmp_path / "patent.json")
+    monkeypatch.setattr(sys, "argv", ["bench/patent.py", "kit", "--data", "/data/patent"])
+    arm = lambda model, pearson: {"model": model, "input": "a", "lr": 5e-5, "epochs": 3, "pearson": pearson}  # noqa: E731
+    for model, r in (("m1", 0.1), ("m2", 0.2), ("m3", 0.3), ("m2", 0.25)):
+        patent.save("runs", arm(model, r))
+    runs = json.loads((tmp_path / "patent.json").read_text())["runs"]
+    assert [(r["model"], r["pearson"]) for r in runs] == [("m1", 0.1), ("m2", 0.25), ("m3", 0.3)]
+    assert {r["command"] for r in runs} == {"python bench/patent.py kit --data DIR"}
+
+
+def test_a_re_run_ranking_arm_replaces_its_figures_where_they_stood(monkeypatch, tmp_path):
+    ranking = load_script("ranking", monkeypatch)
+    monkeypatch.setattr(ranking, "RESULTS", tmp_path / "ranking.json")
+    monkeypatch.setattr(sys, "argv", ["bench/ranking.py", "eedi-kit", "--data", "/data/eedi"])
+    for arm, epochs, score in (("kit", 1, 0.1), ("kit", 3, 0.3), ("st", 1, 0.2), ("kit", 1, 0.15)):
+        ranking.save("eedi", {"arm": arm, "epochs": epochs, "map25": score})
+    rows = json.loads((tmp_path / "ranking.json").read_text())["eedi"]
+    assert [(r["arm"], r["epochs"], r["map25"]) for r in rows] == [("kit", 1, 0.15), ("kit", 3, 0.3), ("st", 1, 0.2)]
+    assert {r["command"] for r in rows} == {"python bench/ranking.py eedi-kit --data DIR"}
