@@ -12,6 +12,7 @@ from conftest import ROOT
 
 
 def load_script(name: str, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))  # what the script adds to it is undone after the test
     monkeypatch.syspath_prepend(str(ROOT / "bench"))  # as `python bench/<name>.py` has it
     spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
