@@ -19,3 +19,11 @@ def command() -> str:
             a = MACHINE_PATHS[sys.argv[i - 1]]
         args.append(a)
     return " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *args])
+
+
+def replace_or_append(rows: list, value: dict, keys: tuple) -> None:
+    """A re-run arm (the same values at `keys`) replaces its old figures where they stood, so a results
+    table keeps its order; a new arm goes last."""
+    same = [all(r.get(k) == value.get(k) for k in keys) for r in rows]
+    at = same.index(True) if any(same) else len(rows)
+    rows[at:at + 1] = [value]

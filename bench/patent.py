@@ -150,13 +150,10 @@ def save(key: str, value) -> None:
 
     res = load()
     if key == "runs":
-        from common import command
+        from common import command, replace_or_append
 
         value = {**value, "command": value.get("command") or command()}
-        rows = res.setdefault("runs", [])
-        same = [all(r.get(k) == value[k] for k in ("model", "input", "lr", "epochs")) for r in rows]
-        at = same.index(True) if any(same) else len(rows)
-        rows[at:at + 1] = [value]  # where it stood (or last): the table keeps its order
+        replace_or_append(res.setdefault("runs", []), value, ("model", "input", "lr", "epochs"))
     else:
         res[key] = value
     write_json(RESULTS, res)

@@ -471,13 +471,10 @@ def save(key: str, value, by: str = "arm") -> None:
 
     res = load()
     if by:
-        from common import command
+        from common import command, replace_or_append
 
         value = {**tagged(value), "command": value.get("command") or command()}
-        rows = res.setdefault(key, [])
-        same = [r.get(by) == value.get(by) and r.get("epochs") == value.get("epochs") for r in rows]
-        at = same.index(True) if any(same) else len(rows)
-        rows[at:at + 1] = [value]  # where it stood (or last): the table keeps its order
+        replace_or_append(res.setdefault(key, []), value, (by, "epochs"))
     else:
         res[key] = value
     write_json(RESULTS, res)
