@@ -156,6 +156,7 @@ NOT_VERSIONED = {
     "test_competition": "descriptions, metrics and init's inference: pandas and scikit-learn",
     "test_competition_split": "descriptions, tables, metrics of one's own: pandas",
     "test_homes": "where names live in the source (ast)",
+    "test_bench_records": "the bench scripts' recorded command lines and result rows: plain Python",
     "test_ranking_defects": "the ranking family's input checks and messages: pandas, and runs of test_ranking's "
                             "shapes, whose training there is marked",
     "test_imports": "the kit's import graph, read from the source (ast)",
