@@ -21,9 +21,10 @@ def command() -> str:
     return " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *args])
 
 
-def replace_or_append(rows: list, value: dict, keys: tuple) -> None:
-    """A re-run arm (the same values at `keys`) replaces its old figures where they stood, so a results
-    table keeps its order; a new arm goes last."""
-    same = [all(r.get(k) == value.get(k) for k in keys) for r in rows]
+def replace_or_append(rows: list, value: dict, keys) -> None:
+    """A re-run arm replaces its old figures where they stood, so a results table keeps its order; a new
+    arm goes last. An arm is known by the values at `keys` (field names), or by `keys(row)` when a function."""
+    ident = keys if callable(keys) else (lambda r: tuple(r.get(k) for k in keys))
+    same = [ident(r) == ident(value) for r in rows]
     at = same.index(True) if any(same) else len(rows)
     rows[at:at + 1] = [value]

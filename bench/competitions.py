@@ -202,6 +202,23 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def run_key(x: dict) -> tuple:
+    """What makes two kit runs the same variant: the pooling is in the model's name; every other setting of
+    the recipe counts."""
+    return (x.get("max_len"), x.get("input"), x["model"], *(setting(x, k) for k in RECIPE if k != "pooling"))
+
+
+def with_run(kit: list, r: dict) -> list:
+    """The kit's results with run r recorded: a rerun of the same variant replaces its result where it stood,
+    and records the paths it replaces (averages made of the replaced run still name them)."""
+    from common import replace_or_append
+
+    r["replaces"] = [p for x in kit if run_key(x) == run_key(r) for p in (x.get("run"), *x.get("replaces", ())) if p]
+    rows = list(kit)
+    replace_or_append(rows, r, run_key)
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("name", nargs="?", choices=sorted(SETUPS))
@@ -225,6 +242,7 @@ def main() -> None:
         print(table())
         return
     from common import command as commandline
+    from common import replace_or_append
 
     from utils.competition import load_competition
     from utils.data import read_csv
@@ -246,7 +264,7 @@ def main() -> None:
         if missing:
             raise SystemExit(f"--average: {', '.join(missing)} is not a run of {path.name}")
         r = {**average(args.name, s, args.average), "command": command}
-        res["kit"] = [x for x in res["kit"] if x.get("members") != r["members"]] + [r]
+        replace_or_append(res["kit"], r, ("members",))
         write_json(path, res)
         print(json.dumps(r), flush=True)
         print(table())
@@ -269,17 +287,8 @@ def main() -> None:
     r = kit(args.name, train_csv, s, args.max_len or s["max_len"], args.fit, args.pooling, args.lr,
             args.epochs, args.seed, args.layers, args.head_bias_mean)
     r["command"] = command
-
-    def key(x):  # a rerun of the same variant replaces its result
-        # The pooling is in the model's name; every other setting of the recipe counts.
-        return (x.get("max_len"), x.get("input"), x["model"], *(setting(x, k) for k in RECIPE if k != "pooling"))
-
     # What landed in the file during the run (an --average, another run) is kept: read it again.
-    previous = json.loads(path.read_text())["kit"]
-    # Averages made of a replaced run still name it: the rerun records the paths it replaces.
-    replaced = [x for x in previous if key(x) == key(r)]
-    r["replaces"] = [p for x in replaced for p in (x.get("run"), *x.get("replaces", ())) if p]
-    res["kit"] = [x for x in previous if key(x) != key(r)] + [r]
+    res["kit"] = with_run(json.loads(path.read_text())["kit"], r)
     write_json(path, res)
     print(json.dumps(r), flush=True)
     print(table())

@@ -185,10 +185,12 @@ def main() -> None:
         print(table())
         return
     if a.arm == "average":
-        res = load()
-        res["averages"] = [x for x in res.get("averages", []) if x["members"] != a.runs] + [average(a.runs)]
+        from common import replace_or_append
+
         from utils.files import write_json
 
+        res = load()
+        replace_or_append(res.setdefault("averages", []), average(a.runs), ("members",))
         write_json(RESULTS, res)
     elif a.arm == "baselines":
         save("baselines", baselines(a.data))

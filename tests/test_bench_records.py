@@ -1,5 +1,6 @@
 """What the bench scripts store beside their figures: the command line that made them (bench/common.py), and
-a re-run arm replacing its old figures where they stood (bench/patent.py, bench/ranking.py)."""
+a re-run arm or average replacing its old figures where they stood (bench/patent.py, bench/ranking.py,
+bench/competitions.py)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,41 @@ def test_a_re_run_ranking_arm_replaces_its_figures_where_they_stood(monkeypatch,
     rows = json.loads((tmp_path / "ranking.json").read_text())["eedi"]
     assert [(r["arm"], r["epochs"], r["map25"]) for r in rows] == [("kit", 1, 0.15), ("kit", 3, 0.3), ("st", 1, 0.2)]
     assert {r["command"] for r in rows} == {"python bench/ranking.py eedi-kit --data DIR"}
+
+
+def test_a_re_run_patent_average_replaces_its_figures_where_it_stood(monkeypatch, tmp_path):
+    patent = load_script("patent", monkeypatch)
+    monkeypatch.setattr(patent, "RESULTS", tmp_path / "patent.json")
+    scores = iter([0.1, 0.2, 0.15])
+    monkeypatch.setattr(patent, "average", lambda runs: {"model": "equal average", "members": list(runs),
+                                                         "pearson": next(scores)})
+    for runs in (["runs/a", "runs/b"], ["runs/a", "runs/c"], ["runs/a", "runs/b"]):
+        monkeypatch.setattr(sys, "argv", ["bench/patent.py", "average", *runs])
+        patent.main()
+    rows = json.loads((tmp_path / "patent.json").read_text())["averages"]
+    assert [(r["members"], r["pearson"]) for r in rows] == [(["runs/a", "runs/b"], 0.15), (["runs/a", "runs/c"], 0.2)]
+
+
+def test_a_re_run_competition_run_or_average_replaces_its_figures_where_they_stood(monkeypatch, tmp_path, capsys):
+    competitions = load_script("competitions", monkeypatch)
+    run = lambda pooling, path, **settings: {"model": f"all-MiniLM-L6-v2 + {pooling} pooling", "max_len": 64,  # noqa: E731
+                                             "run": path, **settings}
+    kit = [run("attention", "runs/t-att"), run("mean", "runs/t-mean"), run("attention", "runs/t-att-e4", epochs=4)]
+    rerun = run("mean", "runs/t-mean-2")
+    rows = competitions.with_run(kit, rerun)
+    assert [r["run"] for r in rows] == ["runs/t-att", "runs/t-mean-2", "runs/t-att-e4"]
+    assert rerun["replaces"] == ["runs/t-mean"]
+    assert [r["run"] for r in competitions.with_run(rows, run("max", "runs/t-max"))][-1] == "runs/t-max"
+
+    # --average: a re-scored average keeps its place too
+    monkeypatch.setattr(competitions, "RESULTS", tmp_path)
+    path = tmp_path / "competition_tweets.json"
+    path.write_text(json.dumps({"slug": "nlp-getting-started", "metric": "F1", "baseline": {}, "kit": rows}))
+    scores = iter([0.7, 0.8, 0.75])
+    monkeypatch.setattr(competitions, "average", lambda name, s, runs: {"members": list(runs), "f1": next(scores)})
+    monkeypatch.setattr(competitions, "table", lambda: "")
+    for members in (["runs/t-att", "runs/t-mean-2"], ["runs/t-att", "runs/t-att-e4"], ["runs/t-att", "runs/t-mean-2"]):
+        monkeypatch.setattr(sys, "argv", ["bench/competitions.py", "tweets", "--average", *members])
+        competitions.main()
+    averages = [r for r in json.loads(path.read_text())["kit"] if "members" in r]
+    assert [(r["members"][1], r["f1"]) for r in averages] == [("runs/t-mean-2", 0.75), ("runs/t-att-e4", 0.8)]
