@@ -84,12 +84,12 @@ def steps(data: str, n: int) -> dict:
 
 
 def commonlit(model: str, pooling: str, out: str, epochs: int, save_every: int, data: str | None) -> dict:
+    from common import backbone_name
     from quality import run_mode
 
     from utils.env import competition_dir
-    from utils.models import known
 
-    name = (known(model).short if known(model) else Path(model).name)
+    name = backbone_name(model)
     result = RESULTS.parent / f"backbones_commonlit_{name}_{pooling.replace('+', '-')}.json"
     r = run_mode(pooling, str(Path(competition_dir(data)) / "train.csv"), epochs, model=model, result_file=result,
                  out=out, save_every=save_every)

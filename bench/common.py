@@ -28,3 +28,10 @@ def replace_or_append(rows: list, value: dict, keys) -> None:
     same = [ident(r) == ident(value) for r in rows]
     at = same.index(True) if any(same) else len(rows)
     rows[at:at + 1] = [value]
+
+
+def backbone_name(model: str) -> str:
+    """A backbone as a results table names it: an offline one's short id (utils.models), else its folder's name."""
+    from utils.models import known
+
+    return known(model).short if known(model) else Path(model).name

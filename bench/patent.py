@@ -103,7 +103,6 @@ def kit(data: str, context: bool, pooling: str = "attention", lr: float = 5e-5, 
         model: str = "", out: str = "", save_every: int = 0, eval_every: int = 150) -> dict:
     from utils import runs
     from utils.config import TrainConfig
-    from utils.models import known
     from utils.train import run_cv
 
     model = model or "sentence-transformers/all-MiniLM-L6-v2"  # offline from its package (utils.models)
@@ -126,8 +125,9 @@ def kit(data: str, context: bool, pooling: str = "attention", lr: float = 5e-5, 
     from utils.metrics import pearson
 
     assert len(oof) == va.sum()
-    name = known(model).short if known(model) else Path(model).name
-    return {"model": f"{name} + {pooling} pooling (the kit)", "input": comp.input_description,
+    from common import backbone_name
+
+    return {"model": f"{backbone_name(model)} + {pooling} pooling (the kit)", "input": comp.input_description,
             "pearson": pearson(oof["score"], oof["pred"]), "minutes": runs.read_history(out, 0)["seconds"] / 60,
             "minutes_this_session": (time.time() - t0) / 60,
             "run": str(out.relative_to(ROOT)), "max_len": 48, "epochs": epochs, "lr": lr,

@@ -73,7 +73,7 @@ def test_a_re_run_patent_average_replaces_its_figures_where_it_stood(monkeypatch
     assert [(r["members"], r["pearson"]) for r in rows] == [(["runs/a", "runs/b"], 0.15), (["runs/a", "runs/c"], 0.2)]
 
 
-def test_a_re_run_competition_run_or_average_replaces_its_figures_where_they_stood(monkeypatch, tmp_path, capsys):
+def test_a_re_run_competition_run_or_average_replaces_its_figures_where_they_stood(monkeypatch, tmp_path):
     competitions = load_script("competitions", monkeypatch)
     run = lambda pooling, path, **settings: {"model": f"all-MiniLM-L6-v2 + {pooling} pooling", "max_len": 64,  # noqa: E731
                                              "run": path, **settings}
