@@ -178,12 +178,16 @@ def test_replicas_on_two_devices_predict_what_one_does(tiny_decoders, tmp_path):
 
 
 def test_a_model_too_large_for_one_gpu_is_split_across_them(tiny_decoders, tmp_path, monkeypatch):
-    from utils import predict
+    from transformers import AutoConfig
+
+    from utils.fold import read_fold
+    from utils.model import model_bytes, placement
 
     torch.manual_seed(0)
     model = TextModel.from_backbone(tiny_decoders["llama"], ModelSpec(pooling="last", lora_r=2))
     model.save(tmp_path / "fold0", load_tokenizer(tiny_decoders["llama"]))
-    size = predict.model_bytes(tmp_path / "fold0")
+    record, config = read_fold(tmp_path / "fold0"), AutoConfig.from_pretrained(tmp_path / "fold0")
+    size = model_bytes(record, config)
     assert size == 2.0 * bb.count_parameters(model.backbone.config)[0]  # a LoRA base in half precision
 
     class Props:
@@ -193,7 +197,7 @@ def test_a_model_too_large_for_one_gpu_is_split_across_them(tiny_decoders, tmp_p
     for memory, replicas in ((size * 10, 2), (size * 1.2, 1)):
         monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
         monkeypatch.setattr(torch.cuda, "get_device_properties", lambda g, m=memory: Props(m))
-        places, split = predict.inference_devices(tmp_path / "fold0")
+        places, split = placement(record, config)
         assert len(places) == replicas and (split is None) == (replicas == 2)
         if split:
             assert set(split) == {0, 1}

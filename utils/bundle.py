@@ -31,7 +31,7 @@ from .ensemble import blend_weights, normalize_weights
 from .ensemble import read_blend as read_blend_json
 from .env import dataset_file_ref
 from .files import WEIGHTS, atomic_dir, fold_dirs, run_names, write_json
-from .fold import first_fold, read_fold
+from .fold import first_fold
 from .rerank import check_pair
 from .runs import BLEND, RUN_FILES, check_runs, identity, run_competition
 from .wheels import WHEELS_DIR
@@ -277,14 +277,13 @@ def build_code(
 def _fold_predictions(folder: Path):
     import torch
 
-    from .model import TextModel  # torch: utils.kaggle builds kernels and metadata without it
+    from .model import load_fold  # torch: utils.kaggle builds kernels and metadata without it
     from .predict import predict_model  # torch, as above
 
-    model, tok = TextModel.load(folder)
-    max_len = read_fold(folder).max_len
+    fold = load_fold(folder, "cpu")
     with torch.no_grad():
-        p = predict_model(model, tok, list(CHECK_TEXTS), max_len, precision="fp32", progress=False)
-    return p
+        return predict_model(fold.model, fold.tokenizer, list(CHECK_TEXTS), fold.record.max_len, precision="fp32",
+                             progress=False)
 
 
 def export_fold(src: Path, dst: Path, half: bool = True, tol: float = FP16_TOL) -> float:
@@ -292,10 +291,7 @@ def export_fold(src: Path, dst: Path, half: bool = True, tol: float = FP16_TOL) 
     |prediction difference| against the source on CHECK_TEXTS, and fails above `tol`."""
     import numpy as np
 
-    from .model import (  # torch: utils.kaggle builds kernels and metadata without it
-        TextModel,
-        check_model_dir,
-    )
+    from .model import check_model_dir, load_fold  # torch: utils.kaggle builds kernels and metadata without it
 
     check_model_dir(src)
     dst.mkdir(parents=True)
@@ -308,12 +304,11 @@ def export_fold(src: Path, dst: Path, half: bool = True, tol: float = FP16_TOL) 
         ):
             shutil.copy2(p, dst / p.name)
     if half:
-        model, tok = TextModel.load(src)
-        extra = read_fold(src).run_record()
+        fold = load_fold(src, "cpu")
         with tempfile.TemporaryDirectory(prefix="fp16-", dir=dst.parent) as tmp:
-            model.save(tmp, tok, extra=extra, half=True)
+            fold.model.save(tmp, fold.tokenizer, extra=fold.record.run_record(), half=True)
             shutil.move(str(Path(tmp) / WEIGHTS), dst / WEIGHTS)
-        del model
+        del fold
     else:
         shutil.copy2(src / WEIGHTS, dst / WEIGHTS)
     # The bundled folder must load on its own and predict like the trained one.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -25,7 +26,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from . import backbone as bb
 from . import models
 from .files import BACKBONE_CONFIG, FILES_NEEDED, KIT_CONFIG, VOCAB_FILES, WEIGHTS  # noqa: F401
-from .fold import ModelSpec, read_fold, write_record
+from .fold import FoldRecord, ModelSpec, read_fold, write_record
 from .pooling import build_pooling
 
 # transformers 5 names the dtype to load in `dtype`; 4.x, `torch_dtype`.
@@ -113,12 +114,12 @@ def encoder_layers(backbone: nn.Module) -> nn.ModuleList:
 class TextModel(nn.Module):
     """Encoder -> token states (B, S, H) -> pooling (B, D) -> head (B, num_outputs)."""
 
-    def __init__(self, backbone: nn.Module, spec: ModelSpec, base: str = ""):
+    def __init__(self, backbone: nn.Module, spec: ModelSpec, base: str = "", fam: bb.Family | None = None):
         super().__init__()
         self.spec = spec
         self.backbone = backbone
         self.base = base  # a LoRA model's base (hub id or folder), recorded by save()
-        self.decoder = bb.family_of(backbone.config).decoder
+        self.decoder = (fam or bb.family_of(backbone.config)).decoder
         _drop_pooler(backbone)
         hidden = backbone.config.hidden_size
         self.layer_mix = LayerMix(spec.layers) if spec.layers > 1 else None
@@ -201,7 +202,7 @@ class TextModel(nn.Module):
             backbone.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
-        model = cls(backbone, spec, base=str(name_or_dir))
+        model = cls(backbone, spec, base=str(name_or_dir), fam=fam)
         if device_map is not None:  # the pooling and head beside the backbone's first weights
             first = next(backbone.parameters()).device
             for module in (model.layer_mix, model.pooling, model.head):
@@ -267,52 +268,122 @@ class TextModel(nn.Module):
     @classmethod
     def load(cls, folder, device="cpu", base: str | None = None, precision: str = "auto",
              split=None) -> tuple[TextModel, object]:
-        """(model in eval mode, tokenizer) from a folder written by `save`; needs nothing else,
-        but for a LoRA fold its base model (utils.backbone.find_base: `base`, $KIT_BASE_MODEL, the
-        recorded one, an attached Kaggle Model), loaded in `precision` on a GPU, fp32 off it.
-        `split` ({device: max memory}): a LoRA fold's base spread over those devices (a model
-        that does not fit one GPU), its inputs given on `device`, the first."""
-        folder = Path(folder)
-        check_model_dir(folder)
-        saved = read_fold(folder)
-        spec = saved.spec
-        if spec.lora_r:
-            record = saved.base
-            if not record:
-                raise ValueError(f"{folder / KIT_CONFIG} is a LoRA fold without its base model's record")
-            base_dir = bb.find_base(record, base)
-            fam = bb.family_of(AutoConfig.from_pretrained(folder))
-            placed = torch.device(device)
-            on_gpu = placed.type == "cuda"
-            precision = bb.precision_for(precision, fam, placed.type, training=False)
-            device_map = "auto" if split else {"": placed.index or 0} if spec.load_in_4bit and on_gpu else None
-            model = cls.from_backbone(str(base_dir), spec, precision=precision, device_map=device_map,
-                                      max_memory=split)
-            model.base = record["model"]
+        """(model in eval mode, tokenizer) from a folder written by `save`: load_fold's model on
+        `device` (`split`: a LoRA fold's base spread over {device: max memory})."""
+        fold = load_fold(folder, device, base, precision, split=split)
+        return fold.model, fold.tokenizer
+
+
+# ----------------------------------------------------------------------------- a trained fold, loaded
+
+# What a model may take of a GPU's memory to run inference there whole (the rest: activations).
+FITS_ONE_GPU = 0.7
+
+
+@dataclass(frozen=True)
+class LoadedFold:
+    """A trained fold ready to predict: its record, its model (a replica per device), its
+    tokenizer and the precision it runs in there."""
+
+    record: FoldRecord
+    models: tuple  # TextModel in eval mode, one per device
+    tokenizer: object
+    precision: bb.Precision
+    devices: tuple  # torch.device of each model (a split model: its first)
+
+    @property
+    def model(self) -> TextModel:
+        return self.models[0]
+
+
+def load_fold(folder, device=None, base: str | None = None, precision: str = "auto", devices=None,
+              split=None) -> LoadedFold:
+    """A fold folder written by TextModel.save, loaded in one walk down, each step asked once:
+    its files (check_model_dir), its record (utils.fold), the backbone's config and family,
+    where it runs (`devices`: a replica on each; `device`: there; neither: placement's choice
+    over the GPUs), the precision (utils.backbone.precision_for: the one rule), a LoRA fold's
+    base model (utils.backbone.find_base: `base`, $KIT_BASE_MODEL, the recorded one, an attached
+    Kaggle Model), the weights, then the tokenizer. Needs no network."""
+    folder = Path(folder)
+    check_model_dir(folder)
+    record = read_fold(folder)
+    config = AutoConfig.from_pretrained(folder)
+    fam = bb.family_of(config)
+    if devices:
+        places = [torch.device(d) for d in devices]
+    elif split is not None:
+        places = [torch.device(device or "cpu")]
+    else:
+        places, split = placement(record, config, device)
+    prec = bb.precision_for(precision, fam, places[0].type, training=False)
+    base_dir = None
+    if record.spec.lora_r:
+        if not record.base:
+            raise ValueError(f"{folder / KIT_CONFIG} is a LoRA fold without its base model's record")
+        base_dir = bb.find_base(record.base, base)
+    state = _read_weights(folder)
+    models = tuple(_fold_model(record, config, fam, base_dir, prec, state, place, split) for place in places)
+    return LoadedFold(record, models, load_tokenizer(folder), prec, tuple(places))
+
+
+def placement(record: FoldRecord, config, device=None) -> tuple[list, dict | None]:
+    """Where a fold's model runs: ([device], None) for a given device or one GPU (or none);
+    on several GPUs (Kaggle's T4 x2), a replica on each when the model fits one GPU
+    (data-parallel), else ([first GPU], {gpu: memory}): the model split across them."""
+    if device is not None or torch.cuda.device_count() < 2:
+        return [torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))], None
+    gpus = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+    memory = min(torch.cuda.get_device_properties(g).total_memory for g in gpus)
+    if model_bytes(record, config) < FITS_ONE_GPU * memory:
+        return gpus, None
+    return gpus[:1], {g.index: int(0.85 * torch.cuda.get_device_properties(g).total_memory) for g in gpus}
+
+
+def model_bytes(record: FoldRecord, config) -> float:
+    """Bytes a fold's model takes on a GPU for inference: its backbone's parameters in the
+    dtype it loads in (fp32 for a full fold, half for a LoRA fold's base, about 0.53 bytes per
+    Linear weight in 4-bit), counted from its config without loading it."""
+    total, linear = bb.count_parameters(config)
+    if not record.lora:
+        return 4.0 * total
+    return bb.weight_bytes(total, linear, "fp16", record.spec.load_in_4bit)
+
+
+def _read_weights(folder: Path) -> dict:
+    try:
+        return load_file(str(folder / WEIGHTS))
+    except Exception as e:  # safetensors' own error type: a truncated or corrupt file
+        raise ValueError(f"{folder / WEIGHTS} is corrupt or incomplete ({e})") from None
+
+
+def _fold_model(record: FoldRecord, config, fam: bb.Family, base_dir, prec: bb.Precision, state: dict, place,
+                split) -> TextModel:
+    """The fold's model on `place`, its weights in, in eval mode: the backbone built from its
+    config (a LoRA fold: its base loaded in `prec`'s weight dtype on a GPU, fp32 off it, and
+    the adapters), `state` loaded (fp16-saved weights are cast to the model's dtype)."""
+    spec = record.spec
+    if spec.lora_r:
+        device_map = "auto" if split else {"": place.index or 0} if spec.load_in_4bit and place.type == "cuda" else None
+        model = TextModel.from_backbone(str(base_dir), spec, precision=prec, device_map=device_map, max_memory=split)
+        model.base = record.base["model"]
+    else:
+        model = TextModel(AutoModel.from_config(config), spec, fam=fam)
+    weights = record.folder / WEIGHTS
+    try:
+        if spec.lora_r:  # the trained parameters only: exactly those, no base weight
+            expected = bb.trainable_names(model)
+            if set(state) != expected:
+                odd = sorted(set(state) ^ expected)
+                raise RuntimeError(f"{len(odd)} parameters differ from the adapters built, e.g. {odd[0]}")
+            model.load_state_dict(state, strict=False)
         else:
-            config = AutoConfig.from_pretrained(folder)
-            model = cls(AutoModel.from_config(config), spec)
-        try:
-            state = load_file(str(folder / WEIGHTS))
-        except Exception as e:  # safetensors' own error type: a truncated or corrupt file
-            raise ValueError(f"{folder / WEIGHTS} is corrupt or incomplete ({e})") from None
-        # fp16-saved weights are cast back to the model's dtype by load_state_dict.
-        try:
-            if spec.lora_r:  # the trained parameters only: exactly those, no base weight
-                expected = bb.trainable_names(model)
-                if set(state) != expected:
-                    odd = sorted(set(state) ^ expected)
-                    raise RuntimeError(f"{len(odd)} parameters differ from the adapters built, e.g. {odd[0]}")
-                model.load_state_dict(state, strict=False)
-            else:
-                model.load_state_dict(state, strict=True)
-        except RuntimeError as e:  # weights from another model than config.json / kit_config.json
-            first = str(e).strip().splitlines()[0]
-            raise ValueError(f"{folder / WEIGHTS} does not match the folder's configs ({first})") from None
-        tokenizer = load_tokenizer(folder)
-        if not spec.load_in_4bit and not split:  # a 4-bit or split base is placed as it loads
-            model = model.to(device)
-        return model.eval(), tokenizer
+            model.load_state_dict(state, strict=True)
+    except RuntimeError as e:  # weights from another model than config.json / kit_config.json
+        first = str(e).strip().splitlines()[0]
+        raise ValueError(f"{weights} does not match the folder's configs ({first})") from None
+    if not spec.load_in_4bit and not split:  # a 4-bit or split base is placed as it loads
+        model = model.to(place)
+    return model.eval()
 
 
 def check_model_dir(folder) -> None:

@@ -30,8 +30,7 @@ from .competition import Competition, is_reranker, load_competition
 from .data import DataError, load_csv
 from .ensemble import blend_weights, normalize_weights, read_blend
 from .files import fold_dirs, write_csv
-from .fold import read_fold
-from .model import TextModel, _pretrained
+from .model import load_fold
 from .objective import get_objective, objective_of
 from .runs import (  # noqa: F401 (check_runs_agree, run_competition, run_spec: re-exported)
     BLEND,
@@ -56,7 +55,8 @@ def predict_model(model, tokenizer, texts, max_len: int, batch_size=64, precisio
     `precision` as the backbone's family runs it on this device (utils.backbone.precision_for).
     `shape` (utils.shapes): what a row is (a text; a multiple-choice row's options)."""
     device = next(model.parameters()).device
-    prec = bb.precision_for(precision, bb.family_of(model.backbone.config), device.type, training=False)
+    prec = precision if isinstance(precision, bb.Precision) else bb.precision_for(
+        precision, bb.family_of(model.backbone.config), device.type, training=False)
     ds = shape.dataset(texts, tokenizer, max_len, fit=fit)
     dl = DataLoader(ds, batch_sampler=sorted_batches(ds.lengths, batch_size),
                     collate_fn=shape.eval_collator(tokenizer, torch.float32))
@@ -102,36 +102,6 @@ def predict_replicas(models, tokenizer, texts, max_len: int, batch_size=64, prec
     return out
 
 
-# What a model may take of a GPU's memory to run inference there whole (the rest: activations).
-FITS_ONE_GPU = 0.7
-
-
-def inference_devices(folder, device=None) -> tuple[list, dict | None]:
-    """Where a fold's model runs: ([device], None) for a given device or one GPU (or none);
-    on several GPUs (Kaggle's T4 x2), a replica on each when the model fits one GPU
-    (data-parallel), else ([first GPU], {gpu: memory}): the model split across them."""
-    if device is not None or torch.cuda.device_count() < 2:
-        return [torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))], None
-    gpus = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
-    memory = min(torch.cuda.get_device_properties(g).total_memory for g in gpus)
-    if model_bytes(folder) < FITS_ONE_GPU * memory:
-        return gpus, None
-    return gpus[:1], {g.index: int(0.85 * torch.cuda.get_device_properties(g).total_memory) for g in gpus}
-
-
-def model_bytes(folder) -> float:
-    """Bytes a fold's model takes on a GPU for inference: its backbone's parameters in the
-    dtype it loads in (fp32 for a full fold, half for a LoRA fold's base, about 0.53 bytes per
-    Linear weight in 4-bit), counted from its config without loading it."""
-    from transformers import AutoConfig
-
-    spec = read_fold(folder).spec
-    total, linear = bb.count_parameters(_pretrained(AutoConfig, folder))
-    if not spec.lora_r:
-        return 4.0 * total
-    return bb.weight_bytes(total, linear, "fp16", spec.load_in_4bit)
-
-
 def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_len=None,
                   progress=True, base_model=None, devices=None, items=None) -> dict:
     """{fold number: (N, outputs) predictions of that fold's model}. `texts`: the rows as the run's
@@ -140,7 +110,7 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
 
     A blank text gets the fold's training mean (saved with the fold) instead of a prediction,
     where its shape says so (utils.shapes: a ranking's rows are read even when blank).
-    Without a `device`, every GPU is used (inference_devices: data-parallel replicas, or one
+    Without a `device`, every GPU is used (utils.model.placement: data-parallel replicas, or one
     model split across them); `devices` gives the replicas' devices explicitly. `base_model`:
     a LoRA fold's base model folder (else found: utils.backbone.find_base).
     """
@@ -149,27 +119,23 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
     usable = [t for t, b in zip(texts, blank) if not b]
     out = {}
     for i, folder in enumerate(fold_dirs(run)):
-        places, split = ([torch.device(d) for d in devices], None) if devices else inference_devices(folder, device)
-        loaded = [TextModel.load(folder, d, base_model, precision, split) for d in places]
-        models, tokenizer = [m for m, _ in loaded], loaded[0][1]
-        if i == 0 and places[0].type == "cuda":
-            note = bb.precision_for(precision, bb.family_of(models[0].backbone.config), "cuda", training=False).note
-            if note.startswith("warning"):
-                print(note, file=sys.stderr, flush=True)
-        record = read_fold(folder)
+        fold = load_fold(folder, device, base_model, precision, devices)
+        record, models, tokenizer, prec = fold.record, fold.models, fold.tokenizer, fold.precision
+        if i == 0 and fold.devices[0].type == "cuda" and prec.note.startswith("warning"):
+            print(prec.note, file=sys.stderr, flush=True)
         shape = shape_of(comp, record.train)  # as the fold read its rows (e.g. options listed in the text)
         note = shape.unseen(texts, record.saved.get("seen") or {}) if i == 0 else ""  # said once, for the run
         if note:
             print(f"warning: {run}: {note}", file=sys.stderr, flush=True)
         length = max_len or record.max_len
         desc = f"{Path(run).name}/{folder.name}"
-        width = models[0].spec.num_outputs
+        width = record.spec.num_outputs
         if usable:
-            rows = predict_replicas(models, tokenizer, usable, length, batch_size, precision, progress, desc,
+            rows = predict_replicas(models, tokenizer, usable, length, batch_size, prec, progress, desc,
                                     record.fit, shape)
             if items is not None:  # a query's outputs: its similarity to every item
                 rows = similarities(rows, predict_replicas(models, tokenizer, list(items), length, batch_size,
-                                                           precision, progress, f"{desc} items"))
+                                                           prec, progress, f"{desc} items"))
             width = rows.shape[1]
         p = np.zeros((len(blank), *(rows.shape[1:] if usable else (width,))))
         if usable:
@@ -178,7 +144,7 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
         if blank.any():
             p[blank] = record.target_mean or (p[~blank].mean(0) if usable else 0.0)
         out[int(folder.name[4:])] = p
-        del models, loaded
+        del models, fold
     return out
 
 
