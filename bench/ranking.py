@@ -160,7 +160,7 @@ def eedi_kit(data: str, epochs: int, pooling: str = "mean", hard_negatives: int 
     run_cv(cfg)
     minutes = (time.time() - t0) / 60
     run = read_oof(out)
-    oof_truth, scores = run.objective.oof_arrays(run.frame, comp.target_cols)
+    oof_truth, scores = run.objective.outputs.oof_arrays(run.frame, comp.target_cols)
     ids = run.frame["id"].astype(str).to_numpy()
     _, df, _ = fold0(EEDI, data)
     seen_by_id = dict(zip(df[comp.id_col].astype(str), seen))
@@ -219,14 +219,14 @@ def rerank_figures(data: str, retriever: Path, table: Path, out: Path, candidate
 
     comp, queries, items, truth, va, seen = eedi_rows(data)
     ranked = read_oof(out)
-    y, probs = ranked.objective.oof_arrays(ranked.frame, ("answer",))
+    y, probs = ranked.objective.outputs.oof_arrays(ranked.frame, ("answer",))
     ids = ranked.frame["id"].astype(str).to_numpy()
     # The retriever's out-of-fold ranks of the same queries (fused 1 / (60 + rank) over its top
     # 100), the reranker's probabilities above them over the top N: the final order.
     base = read_oof(retriever)
     catalogue = items["id"].astype(str).tolist()
-    base_truth, scores = base.objective.oof_arrays(base.frame.set_index("id").loc[ids].reset_index(), comp.target_cols,
-                                                   catalogue)
+    base_truth, scores = base.objective.outputs.oof_arrays(base.frame.set_index("id").loc[ids].reset_index(),
+                                                           comp.target_cols, catalogue)
     column = {v: i for i, v in enumerate(catalogue)}
     cands = table_candidates(table / rerank.TRAIN, ids, candidates)
     # The mixed order (utils.rerank.mix): the prior's weight fitted honestly within fold 0, the
@@ -355,7 +355,7 @@ def science_kit(data: str, epochs: int, pooling: str = "mean", max_len: int = 12
     t0 = time.time()
     run_cv(cfg)
     run = read_oof(out)
-    y, p = run.objective.oof_arrays(run.frame, ("answer",))
+    y, p = run.objective.outputs.oof_arrays(run.frame, ("answer",))
     recipe = (f", lr {lr:g}" if lr != 3e-5 else "") + (", backbone dropout" if backbone_dropout else "") + \
         (f", every option in the text, max_len {max_len}" if options_in_text else "") + \
         (f", layer decay {llrd:g}" if llrd != 1 else "") + (f", seed {seed}" if seed != 42 else "") + \

@@ -1,7 +1,8 @@
 """Exploratory analysis: text statistics, readability formulas (for prose: readability_plan says
 whether they fit and why), facts about the targets of each shape, and classic baselines, the
 text-blind constant beside TF-IDF, the better of them the bar (no figures: those are in
-utils.plots).
+utils.plots). How each kind of target is read (its summary, its baselines, what its figures
+count and show) is one class per kind, Targets (targets_of), which utils.plots asks too.
 
 Word, sentence and length counts are the kit's own (regex words); syllables and the readability
 formulas come from textstat, pinned to TEXTSTAT_VERSION so the numbers do not depend on the
@@ -14,6 +15,8 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import re
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -211,7 +214,7 @@ def write_oof_run(folder, comp, df: pd.DataFrame, folds, oof) -> dict:
     pred = np.asarray(oof, dtype=float).reshape(len(df), -1)
     y, labels = _truth(comp, df)
     ids = df[comp.id_col].astype(str).to_numpy()
-    frame = objective_of(comp).oof_frame(ids, df, y, pred, list(comp.target_cols), labels, folds)
+    frame = objective_of(comp).outputs.oof_frame(ids, df, y, pred, list(comp.target_cols), labels, folds)
     runs.write_oof(folder, frame)
     runs.write_folds(folder, ids, folds)
     metric = get_metric(comp.metric_name)
@@ -263,8 +266,7 @@ def readability_plan(comp, df: pd.DataFrame) -> tuple[bool, str]:
                        "passages, and their syllables per word and words per sentence of a few words or one "
                        "sentence measure nothing")
     if not (comp.continuous and len(comp.target_cols) == 1):
-        kind = {"classes": "class labels", "labels": f"{len(comp.target_cols)} 0/1 labels"}.get(
-            target_kind(comp), f"{len(comp.target_cols)} targets")
+        kind = targets_of(objective_of(comp)).described(comp)
         return False, (f"No readability formulas: the input is prose ({size}), but they are drawn "
                        f"against one continuous target, and this competition has {kind}")
     return True, f"Prose ({size}): text statistics and readability formulas against {comp.target_cols[0]!r}"
@@ -274,29 +276,7 @@ def target_summary(comp, df: pd.DataFrame) -> list:
     """Lines of facts about the targets: each target's mean, sd and distinct values; the class
     shares (in the description's order); each label's prevalence; the per-row standard error
     against the target's spread, where the description names one."""
-    kind, cols = target_kind(comp), list(comp.target_cols)
-    if kind == "classes":
-        labels = objective_of(comp).labels(df[cols[0]], order=comp.classes)
-        share = df[cols[0]].value_counts(normalize=True)
-        return [f"{cols[0]}: " + ", ".join(f"{lab} {share.get(lab, 0.0):.1%}" for lab in labels)]
-    if kind == "labels":
-        prev = df[cols].astype(float).mean()
-        none = float((df[cols].astype(float).sum(axis=1) == 0).mean())
-        return ["prevalence: " + ", ".join(f"{c} {v:.1%}" for c, v in prev.items()),
-                f"rows with no label: {none:.1%}; labels per row: {df[cols].astype(float).sum(axis=1).mean():.2f}"]
-    lines = []
-    for c in cols:
-        y = df[c].astype(float)
-        values = np.unique(y)
-        distinct = (f"{len(values)} distinct values ({', '.join(f'{v:g}' for v in values)})"
-                    if len(values) <= 10 else f"range {y.min():.2f} to {y.max():.2f}")
-        lines.append(f"{c}: mean {y.mean():.3f}, sd {y.std():.3f}, {distinct}")
-    se = comp.standard_error_col
-    if se and se in df.columns and len(cols) == 1:
-        err, sd = df.loc[df[se] > 0, se].astype(float), df[cols[0]].astype(float).std()
-        lines.append(f"{se}: median {err.median():.3f}, {err.median() / sd:.2f} of the target's sd: the labels "
-                     "are noisy, and no model's error gets far below it")
-    return lines
+    return targets_of(objective_of(comp)).summary(comp, df)
 
 
 def group_sizes(comp, df: pd.DataFrame) -> pd.Series:
@@ -330,11 +310,179 @@ def token_lengths(texts, tokenizer=None) -> tuple[np.ndarray, str]:
     return np.array([len(ids) for ids in enc["input_ids"]]), "tokens"
 
 
-CONSTANT = {  # the text-blind baseline of each kind of target (target_kind)
-    "values": "predict the mean",
-    "classes": "predict the class shares",
-    "labels": "predict each label's prevalence",
-}
+# ----------------------------------------------------------------------------- each kind of target, as read
+
+
+@dataclass(frozen=True)
+class Targets:
+    """How the EDA and its figures (utils.plots) read a kind of target, one class per kind of the
+    objective (its `kind`: TARGETS); they ask it and never compare the kind's name. A kind without
+    a reading of its own (options, items, spans: their own facts and figures) is read as values."""
+
+    constant: ClassVar[str] = ""  # the text-blind baseline's name (constant_oof)
+    # What plots.oof_scatter draws: each target's prediction against its truth (none for class
+    # probabilities), or a 0/1 label's probability as a histogram per truth.
+    scatter: ClassVar[bool] = True
+    histogram: ClassVar[bool] = False
+    # The figures beside the targets' own (plots.target_figures): how several targets correlate,
+    # and how often several 0/1 labels come together.
+    correlations: ClassVar[bool] = False
+    cooccurrence: ClassVar[bool] = False
+
+    def described(self, comp) -> str:
+        """The competition's targets in words ("class labels")."""
+        raise NotImplementedError
+
+    def summary(self, comp, df: pd.DataFrame) -> list:
+        """target_summary's lines."""
+        raise NotImplementedError
+
+    def tfidf_oof(self, texts, y, folds, labels, alpha: float) -> tuple[str, np.ndarray]:
+        """(name, OOF predictions (N, outputs)) of the TF-IDF 1-2 grams baseline of `texts` (N,)
+        against y as _truth gives it, on `folds`."""
+        raise NotImplementedError
+
+    def counts(self, comp, df: pd.DataFrame):
+        """(rows per class or per label, title, x label) of plots.plot_targets' bars; None: the
+        targets are values, drawn as histograms."""
+        return None
+
+    def examples(self, comp, shown: pd.DataFrame, n: int) -> tuple:
+        """([(panel name, rows)], value(row) -> the words heading a text, title) of plots.plot_examples;
+        `shown`: the training rows, each text in column "_text"."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ValueTargets(Targets):
+    """One value per target column (regression)."""
+
+    constant: ClassVar[str] = "predict the mean"
+    correlations: ClassVar[bool] = True
+
+    def described(self, comp):
+        return f"{len(comp.target_cols)} targets"
+
+    def summary(self, comp, df):
+        """Each target's mean, sd and distinct values; the per-row standard error against the
+        target's spread, where the description names one."""
+        cols, lines = list(comp.target_cols), []
+        for c in cols:
+            y = df[c].astype(float)
+            values = np.unique(y)
+            distinct = (f"{len(values)} distinct values ({', '.join(f'{v:g}' for v in values)})"
+                        if len(values) <= 10 else f"range {y.min():.2f} to {y.max():.2f}")
+            lines.append(f"{c}: mean {y.mean():.3f}, sd {y.std():.3f}, {distinct}")
+        se = comp.standard_error_col
+        if se and se in df.columns and len(cols) == 1:
+            err, sd = df.loc[df[se] > 0, se].astype(float), df[cols[0]].astype(float).std()
+            lines.append(f"{se}: median {err.median():.3f}, {err.median() / sd:.2f} of the target's sd: the labels "
+                         "are noisy, and no model's error gets far below it")
+        return lines
+
+    def tfidf_oof(self, texts, y, folds, labels, alpha):
+        return "TF-IDF 1-2 grams + ridge", tfidf_ridge_oof(texts.astype(str), y, folds, alpha)
+
+    def examples(self, comp, shown, n):
+        """The highest and lowest target (or mean of the targets)."""
+        cols = list(comp.target_cols)
+        score = cols[0] if len(cols) == 1 else f"mean of the {len(cols)} targets"
+        order = shown.assign(**{score: shown[cols].astype(float).mean(axis=1)}).sort_values(score, kind="stable")
+        return ([("Highest", order.tail(n).iloc[::-1]), ("Lowest", order.head(n))],
+                lambda r: f"{score} {r[score]:+.2f}",
+                f"{comp.title or comp.slug}: the texts with the highest and lowest {score}")
+
+
+@dataclass(frozen=True)
+class ClassTargets(Targets):
+    """One class label per row, in the description's class order (else sorted)."""
+
+    constant: ClassVar[str] = "predict the class shares"
+    scatter: ClassVar[bool] = False
+
+    def described(self, comp):
+        return "class labels"
+
+    def summary(self, comp, df):
+        """The class shares."""
+        col = comp.target_cols[0]
+        labels = objective_of(comp).labels(df[col], order=comp.classes)
+        share = df[col].value_counts(normalize=True)
+        return [f"{col}: " + ", ".join(f"{lab} {share.get(lab, 0.0):.1%}" for lab in labels)]
+
+    def tfidf_oof(self, texts, y, folds, labels, alpha):
+        """+ logistic regression over the classes (a class a fold never trains on: 0)."""
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+
+        tfidf = np.zeros((len(y), len(labels)))
+        for k in np.unique(folds):
+            held = folds == k
+            model = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+                                  LogisticRegression(C=4.0, max_iter=2000)).fit(texts[~held], y[~held])
+            tfidf[np.ix_(held, model.classes_)] = model.predict_proba(texts[held])
+        return "TF-IDF 1-2 grams + logistic regression", tfidf
+
+    def counts(self, comp, df):
+        col = comp.target_cols[0]
+        labels = objective_of(comp).labels(df[col], order=comp.classes)
+        counts = df[col].value_counts().reindex(labels, fill_value=0)
+        return counts, f"{comp.title or comp.slug}: class counts of {col!r} (n = {len(df)})", col
+
+    def examples(self, comp, shown, n):
+        """Texts of the last and the first class."""
+        col = comp.target_cols[0]
+        labels = objective_of(comp).labels(shown[col], order=comp.classes)
+        pair = [labels[-1], labels[0]]
+        return ([(f"{col} = {lab}", shown[shown[col] == lab]) for lab in pair], lambda r: "",
+                f"{comp.title or comp.slug}: texts of class {pair[0]} and of {pair[1]}")
+
+
+@dataclass(frozen=True)
+class LabelTargets(Targets):
+    """Several 0/1 labels per row, a probability each."""
+
+    constant: ClassVar[str] = "predict each label's prevalence"
+    histogram: ClassVar[bool] = True
+    cooccurrence: ClassVar[bool] = True
+
+    def described(self, comp):
+        return f"{len(comp.target_cols)} 0/1 labels"
+
+    def summary(self, comp, df):
+        """Each label's prevalence; the rows with none, and the labels per row."""
+        cols = list(comp.target_cols)
+        prev = df[cols].astype(float).mean()
+        none = float((df[cols].astype(float).sum(axis=1) == 0).mean())
+        return ["prevalence: " + ", ".join(f"{c} {v:.1%}" for c, v in prev.items()),
+                f"rows with no label: {none:.1%}; labels per row: {df[cols].astype(float).sum(axis=1).mean():.2f}"]
+
+    def tfidf_oof(self, texts, y, folds, labels, alpha):
+        return "TF-IDF 1-2 grams + logistic regression", tfidf_labels_oof(texts, y, folds)
+
+    def counts(self, comp, df):
+        counts = df[list(comp.target_cols)].astype(float).sum().astype(int)
+        return counts, f"{comp.title or comp.slug}: rows with each label (n = {len(df)})", "label"
+
+    def examples(self, comp, shown, n):
+        """The texts with the most labels and with none."""
+        cols = list(comp.target_cols)
+        count = shown[cols].astype(float).sum(axis=1)
+        order = shown.assign(_labels=count).sort_values("_labels", ascending=False, kind="stable")
+        return ([("Most labels", order[order["_labels"] > 0]), ("No label", order[order["_labels"] == 0])],
+                lambda r: ", ".join(c for c in cols if r[c] == 1) or "no label",
+                f"{comp.title or comp.slug}: the texts with the most labels and with none")
+
+
+TARGETS = {"values": ValueTargets(), "classes": ClassTargets(), "labels": LabelTargets()}  # by the objective's kind
+CONSTANT = {kind: t.constant for kind, t in TARGETS.items()}  # the text-blind baseline of each kind of target
+
+
+def targets_of(objective) -> Targets:
+    """How the EDA reads the targets of `objective` (utils.objective): TARGETS by its kind, values
+    where it has no reading of its own."""
+    return TARGETS.get(objective.kind, TARGETS["values"])
 
 
 def target_kind(comp) -> str:
@@ -392,30 +540,14 @@ def baseline_cv(comp, df: pd.DataFrame, folds=None, *, n_folds: int = 5, seed: i
 
     `folds`: fold per row; None makes them with competition_folds(comp, df, n_folds, seed), as training does.
     """
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-
     metric = get_metric(comp.metric_name)
     folds = _folds(comp, df, folds, n_folds, seed)
     texts = np.asarray(plain_texts(comp.input_texts(df)), dtype=object)
     y, labels = _truth(comp, df)
-    kind = target_kind(comp)
-    if kind == "classes":
-        name = "TF-IDF 1-2 grams + logistic regression"
-        tfidf = np.zeros((len(y), len(labels)))
-        for k in np.unique(folds):
-            held = folds == k
-            model = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
-                                  LogisticRegression(C=4.0, max_iter=2000)).fit(texts[~held], y[~held])
-            tfidf[np.ix_(held, model.classes_)] = model.predict_proba(texts[held])
-    elif kind == "labels":
-        name, tfidf = "TF-IDF 1-2 grams + logistic regression", tfidf_labels_oof(texts, y, folds)
-    else:
-        name = "TF-IDF 1-2 grams + ridge"
-        tfidf = tfidf_ridge_oof(texts.astype(str), y, folds, alpha)
+    targets = targets_of(objective_of(comp))
+    name, tfidf = targets.tfidf_oof(texts, y, folds, labels, alpha)
     return {n: (metric.honest_score(y, oof, folds)[0], oof)
-            for n, oof in ((CONSTANT[kind], constant_oof(comp, df)), (name, tfidf))}
+            for n, oof in ((targets.constant, constant_oof(comp, df)), (name, tfidf))}
 
 
 def bar(scores: dict, metric_name: str) -> tuple[str, float]:

@@ -82,7 +82,7 @@ def load_members(runs, target: str = "target", min_folds: int = 2) -> dict:
         raise DataError("the runs have no out-of-fold rows in common")
     rows = [pd.Index(o.frame["id"]).get_indexer(ids) for o in oofs]
     # (truth, predictions) of each run, in its own row order, over the same outputs
-    arrays = oofs[0].objective.member_arrays([o.frame for o in oofs], list(oofs[0].truth), runs)
+    arrays = oofs[0].objective.outputs.member_arrays([o.frame for o in oofs], list(oofs[0].truth), runs)
     P = np.stack([pred[r].astype(float) for (_, pred), r in zip(arrays, rows)], axis=1)
     return {"ids": ids, "folds": first["fold"].to_numpy()[rows[0]], "y": arrays[0][0][rows[0]],
             "P": P, "names": names, "metric": oofs[0].metric, "objective": oofs[0].objective,
@@ -227,7 +227,7 @@ def blend_report(runs, target="target", extra: dict | None = None, equal: bool =
             df = add_oof(df, name, pred)
             names.append(name)
         P = np.concatenate([P, df[list(extra)].to_numpy(dtype=float)[:, :, None]], axis=1)
-    metric = m["objective"].blend_metric_of(get_metric(m["metric"]))  # a span task's: of the answers decoded
+    metric = m["objective"].outputs.blend_metric_of(get_metric(m["metric"]))  # a span task's: of the answers decoded
     score = lambda pred: metric.honest_score(y, pred, folds)[0]  # noqa: E731
     one_fold = len(np.unique(folds)) < 2
     if equal and metric.rule and not metric.rule_has_default and one_fold:

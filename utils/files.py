@@ -18,7 +18,7 @@ KIT_CONFIG = "kit_config.json"  # the kit's record: model spec, training setting
 WEIGHTS = "kit_model.safetensors"
 BACKBONE_CONFIG = "config.json"  # the backbone's architecture, in a model folder as in a hub model's
 FILES_NEEDED = (KIT_CONFIG, WEIGHTS, BACKBONE_CONFIG, "tokenizer_config.json")
-# A span task's fold keeps its out-of-fold character scores here (utils.objective.Spans).
+# A span task's fold keeps its out-of-fold character scores here (utils.outputs.SpansOutputs).
 CHARS = "chars.npz"
 # A run's out-of-fold rows, and each fold folder's own (utils.runs).
 OOF = "oof.csv"

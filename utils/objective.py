@@ -1,15 +1,18 @@
-"""What a model outputs, one class per kind: how it is trained (targets, loss, activation), what
-its out-of-fold and pseudo-label columns are called, how its outputs become submission values
-or labels, and how runs of it blend. Chosen once from the competition (`objective_of`); the
-rest of the kit asks it and never compares a task's name. A new kind is one more subclass of
-Objective and one more entry of OBJECTIVES.
+"""What a model learns, one class per kind: its labels and targets, its loss, its activation and
+its head's first bias, and what its metrics may score. Chosen once from the competition
+(`objective_of`); the rest of the kit asks it and never compares a task's name. What a run's files
+hold of its outputs (oof.csv's columns, blends, the submission) is its `outputs`
+(utils.outputs, one class per kind there too). A new kind is one more subclass of Objective, one
+more entry of OBJECTIVES and one more class of utils.outputs, named by its OUTPUTS.
 
 The kinds are what a model is trained as (a competition's task maps onto one of them in
 utils.competition.TASKS): `regression` (Regression: one value per target, T >= 1),
-`classification` (Classification: one probability per class, K >= 2, softmax) and `multilabel`
-(MultiLabel: one probability per 0/1 label, L >= 2, sigmoid). The name is what kit_config.json
-and config.json record; `kind` says what a row's target is ("values", "classes", "labels") for
-callers that draw or summarise targets.
+`classification` (Classification: one probability per class, K >= 2, softmax), `multilabel`
+(MultiLabel: one probability per 0/1 label, L >= 2, sigmoid), `multiple_choice` (a score per
+option), `retrieval` (an embedding, ranked against a catalogue) and `spans` (character scores).
+The name is what kit_config.json and config.json record; `kind` says what a row's target is
+("values", "classes", "labels", "options", "items", "spans"), and is what utils.eda reads the
+targets by.
 
 Light: numpy and pandas; torch only inside the training functions.
 """
@@ -17,20 +20,17 @@ Light: numpy and pandas; torch only inside the training functions.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-from . import spans
+from . import outputs, spans
 from .data import DataError, _rows, item_id, label_text
-from .files import CHARS, OOF, atomic_file, read_oof_csv
-from .metrics import METRICS, Metric, apply_rule, rmse, top_k
+from .metrics import METRICS, rmse
+from .outputs import Decoded, read_chars  # noqa: F401  (their home is utils.outputs; named here as before)
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,13 @@ class Objective:
     # every token (pooling "tokens") and a long text in windows (fit "windows").
     pooling: ClassVar[str] = ""
     fit: ClassVar[str] = ""
+    OUTPUTS: ClassVar[type] = outputs.Outputs  # what a run's files hold of its outputs (utils.outputs)
+
+    @property
+    def outputs(self) -> outputs.Outputs:
+        """What a run's files hold of this objective's outputs: oof.csv's columns, blends, the
+        submission (utils.outputs)."""
+        return self.OUTPUTS(self)
 
     @property
     def classes(self) -> bool:
@@ -130,12 +137,6 @@ class Objective:
         error)."""
         raise NotImplementedError
 
-    def ranked(self, comp, pred: np.ndarray, names, k: int) -> list:
-        """Each row's top k candidates (class labels, option letters, catalogue ids), best first,
-        space-separated: a ranking submission's answer and oof.csv's `pred`."""
-        names = np.asarray([str(n) for n in names], dtype=object)
-        return [" ".join(row) for row in names[top_k(pred, k)]]
-
     def activate(self, logits):
         """The head's raw outputs (B, outputs) -> predictions: class probabilities, or values."""
         raise NotImplementedError
@@ -149,14 +150,6 @@ class Objective:
         """What the competition's metric scores of predictions (N, outputs) at its default rule:
         the predictions themselves (a span task's: the answers decoded from them)."""
         return pred
-
-    def settle(self, run, oof: pd.DataFrame, metric=None) -> pd.DataFrame:
-        """A run's out-of-fold rows once its finished folds are gathered: as they are (a span
-        task's answers decoded again, each fold's threshold fitted on the other folds by `metric`)."""
-        return oof
-
-    def write_outputs(self, folder, oof: pd.DataFrame) -> None:
-        """What a fold folder keeps of its outputs beside oof.csv (a span task's character scores)."""
 
     def truth(self, y: np.ndarray, n_targets: int) -> np.ndarray:
         """The truth a metric scores: class ids, or the target columns (no extra ones)."""
@@ -174,55 +167,24 @@ class Objective:
         (utils.metrics.check_on_sample)."""
         raise NotImplementedError
 
-    # ---- out-of-fold and pseudo-label columns
-    def prediction_columns(self, target_cols, labels) -> list:
-        """oof.csv's prediction columns: prob_<label> per class; pred for one target; pred_<t> for
-        several; prob_<label> per 0/1 label."""
-        raise NotImplementedError
+    # ---- the run's files, asked of the objective by callers older than utils.outputs
+    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold) -> pd.DataFrame:
+        return self.outputs.oof_frame(ids, df, y, pred, target_cols, labels, fold)
 
-    def oof_frame(self, ids, df: pd.DataFrame, y: np.ndarray, pred: np.ndarray, target_cols, labels,
-                  fold: int) -> pd.DataFrame:
-        """One fold's out-of-fold rows: id, the truth, the predictions, fold."""
-        raise NotImplementedError
-
-    def oof_labels(self, columns) -> list:
-        """The class labels an oof.csv's columns name (prob_<label>), in order."""
-        return [c[5:] for c in columns if str(c).startswith("prob_")]
-
-    def oof_arrays(self, oof: pd.DataFrame, target_cols) -> tuple[np.ndarray, np.ndarray]:
-        """(truth, predictions (N, outputs)) of an oof frame as the metrics take them: class ids
-        and probabilities, or (N, T) values."""
-        raise NotImplementedError
-
-    def member_arrays(self, frames, target_cols, runs=()) -> list:
-        """oof_arrays of several runs' oof frames (of the run folders `runs`), their predictions'
-        columns the same outputs (what a blend weighs against each other)."""
-        return [self.oof_arrays(f, target_cols) for f in frames]
+    def oof_arrays(self, oof, target_cols) -> tuple[np.ndarray, np.ndarray]:
+        return self.outputs.oof_arrays(oof, target_cols)
 
     def blend_metric_of(self, metric):
-        """The metric a blend scores its members and weights with: the competition's (a span
-        task's, of the answers decoded from the blended character scores)."""
-        return metric
+        return self.outputs.blend_metric_of(metric)
 
     def blend_scores(self, pred: np.ndarray) -> np.ndarray:
-        """What of a run's test predictions a blend weighs: as its out-of-fold arrays score them
-        (here the predictions themselves)."""
-        return pred
+        return self.outputs.blend_scores(pred)
 
-    def pseudo_columns(self, output_names) -> list:
-        """A pseudo-label file's columns per output: the targets, or prob_<label> (soft labels)."""
-        return [f"prob_{n}" for n in output_names]
-
-    # ---- prediction and submission
     def run_output(self, pred: np.ndarray) -> np.ndarray:
-        """A run's (N, outputs) predictions as predict_run returns them: (N,) for one target."""
-        return pred
+        return self.outputs.run_output(pred)
 
-    def submission_columns(self, comp, preds: np.ndarray, names, rule, test=None) -> dict:
-        """{column: values} of the competition's submission: class probabilities or labels (by
-        `rule`), or values (clipped to the targets' range) or integer labels; `test`: the test
-        rows (a span task's answers are parts of their texts)."""
-        raise NotImplementedError
+    def submission_columns(self, comp, preds, names, rule, test=None) -> dict:
+        return self.outputs.submission_columns(comp, preds, names, rule, test)
 
 
 def _weighted_mean(per_row, weight):
@@ -235,10 +197,10 @@ def _weighted_mean(per_row, weight):
 @dataclass(frozen=True)
 class Regression(Objective):
     """One value per target (T >= 1): mean squared error (or RMSE, or a standard-error weighted
-    one); OOF columns pred (one target) or pred_<t>; the submission values clipped to the targets'
-    range, or integer labels (cut points)."""
+    one)."""
 
     kind: ClassVar[str] = "values"
+    OUTPUTS: ClassVar[type] = outputs.RegressionOutputs
 
     def targets(self, df, target_cols, labels, extra_cols=()):
         return df[list(target_cols) + list(extra_cols)].to_numpy(dtype=np.float32)
@@ -280,40 +242,14 @@ class Regression(Objective):
         y = y if comp.continuous else np.rint(y)  # integer scores
         return y, np.clip(y + rng.normal(0, 0.1 * (hi - lo), y.shape), lo, hi)
 
-    def prediction_columns(self, target_cols, labels):
-        return ["pred"] if len(target_cols) == 1 else [f"pred_{c}" for c in target_cols]
-
-    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
-        oof = pd.DataFrame({"id": np.asarray(ids)})
-        for j, (c, p) in enumerate(zip(target_cols, self.prediction_columns(target_cols, labels))):
-            oof[c], oof[p] = y[:, j], pred[:, j]  # each target beside its prediction
-        oof["fold"] = fold
-        return oof
-
-    def oof_arrays(self, oof, target_cols):
-        pcols = self.prediction_columns(target_cols, None)
-        return oof[list(target_cols)].to_numpy(dtype=float), oof[pcols].to_numpy(dtype=float)
-
-    def pseudo_columns(self, output_names):
-        return [str(n) for n in output_names]
-
-    def run_output(self, pred):
-        return pred[:, 0] if pred.shape[1] == 1 else pred
-
-    def submission_columns(self, comp, preds, names, rule, test=None):
-        lo, hi = comp.target_range or (-np.inf, np.inf)
-        if comp.submission_kind == "labels":
-            return {comp.target_cols[0]: np.clip(apply_rule(rule, preds), lo, hi).astype(int)}
-        return {name: np.clip(preds[:, j], lo, hi) for j, name in enumerate(comp.target_cols)}
-
 
 @dataclass(frozen=True)
 class Classification(Objective):
-    """One class label per row (K >= 2 classes): a logit per class, softmax, cross-entropy; OOF
-    columns pred (the likeliest class) and prob_<label>; the submission class probabilities, or
-    labels (argmax, or a threshold fitted for F1)."""
+    """One class label per row (K >= 2 classes): a logit per class, softmax, cross-entropy; labels
+    made by argmax, or a threshold fitted for F1."""
 
     kind: ClassVar[str] = "classes"
+    OUTPUTS: ClassVar[type] = outputs.ClassificationOutputs
 
     def check_labels(self, comp, df, name, items=None):
         """Every label among `classes`; string labels of a binary task only with `classes` (which one
@@ -402,60 +338,16 @@ class Classification(Objective):
         p = np.exp(logits)
         return y, p / p.sum(1, keepdims=True)
 
-    def prediction_columns(self, target_cols, labels):
-        return [f"prob_{lab}" for lab in labels]
-
-    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
-        """A classifier's `pred` is the likeliest class seen in training (--num-labels above the
-        classes seen: an unseen class has no name)."""
-        oof = pd.DataFrame({"id": np.asarray(ids)})
-        oof[target_cols[0]] = df[target_cols[0]].to_numpy()
-        oof["pred"] = [labels[j] for j in pred[:, : len(labels)].argmax(1)]
-        for j, c in enumerate(self.prediction_columns(target_cols, labels)):
-            oof[c] = pred[:, j]
-        oof["fold"] = fold
-        return oof
-
-    def oof_arrays(self, oof, target_cols):
-        labels = self.oof_labels(oof.columns)
-        truth = oof[target_cols[0]].astype(str).map({lab: i for i, lab in enumerate(labels)})
-        return truth.to_numpy(), oof[[f"prob_{lab}" for lab in labels]].to_numpy()
-
-    def pseudo_columns(self, output_names):
-        return [f"prob_{n}" for n in map(str, output_names)]
-
-    def submission_columns(self, comp, preds, names, rule, test=None):
-        target = comp.target_cols[0]
-        if comp.submission_kind == "probabilities":
-            if len(comp.target_cols) == 1 and len(names) == 2:
-                return {target: preds[:, 1]}  # P(the second class), e.g. P(target = 1)
-            return {str(name): preds[:, j] for j, name in enumerate(names)}
-        if comp.submission_kind == "ranking":  # the top answer_k classes, best first (MAP 2025)
-            return {comp.answer_column: self.ranked(comp, preds, names, comp.answer_k)}
-        return {target: _as_written(names)[apply_rule(rule, preds)]}
-
-
-def _as_written(labels) -> np.ndarray:
-    """Class names as the training file wrote them: integers when they all are."""
-    labels = [str(v) for v in labels]
-    if all(v.lstrip("-").isdigit() for v in labels):
-        return np.array([int(v) for v in labels])
-    try:  # 0.0 and 1.0 (a column read as floats) are written 0 and 1, as the sample writes them
-        numbers = [float(v) for v in labels]
-        if all(x.is_integer() for x in numbers):
-            return np.array([int(x) for x in numbers])
-    except ValueError:
-        pass
-    return np.array(labels, dtype=object)
 
 
 
 @dataclass(frozen=True)
 class MultiLabel(Objective):
     """Several 0/1 labels (Jigsaw's toxic comments): one logit per label, sigmoid, binary
-    cross-entropy; OOF columns prob_<label>; the submission one probability per label."""
+    cross-entropy."""
 
     kind: ClassVar[str] = "labels"
+    OUTPUTS: ClassVar[type] = outputs.MultiLabelOutputs
 
     def check_labels(self, comp, df, name, items=None):
         """Every target 0 or 1."""
@@ -494,37 +386,16 @@ class MultiLabel(Objective):
         y[0], y[1] = 0.0, 1.0  # each label both present and absent
         return y, np.clip(0.3 + 0.4 * y + rng.normal(0, 0.15, y.shape), 0.01, 0.99)
 
-    def prediction_columns(self, target_cols, labels):
-        return [f"prob_{c}" for c in target_cols]
-
-    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
-        oof = pd.DataFrame({"id": np.asarray(ids)})
-        for j, c in enumerate(target_cols):
-            oof[c], oof[f"prob_{c}"] = y[:, j].astype(int), pred[:, j]
-        oof["fold"] = fold
-        return oof
-
-    def oof_labels(self, columns):
-        return []
-
-    def oof_arrays(self, oof, target_cols):
-        return (oof[list(target_cols)].to_numpy(dtype=float),
-                oof[self.prediction_columns(target_cols, None)].to_numpy(dtype=float))
-
-    def submission_columns(self, comp, preds, names, rule, test=None):
-        if comp.submission_kind == "labels":
-            return {c: (preds[:, j] >= 0.5).astype(int) for j, c in enumerate(comp.target_cols)}
-        return {c: preds[:, j] for j, c in enumerate(comp.target_cols)}
-
 
 @dataclass(frozen=True)
 class MultipleChoice(Classification):
     """Options in columns of the row (LLM Science Exam's A-E): each (text, option) pair is one
     sequence through the model and gets one score; the row's scores compared with each other
     (softmax over its options), cross-entropy on the true one. The classes are the option columns;
-    OOF columns prob_<option> and pred (the top answer_k letters); the submission the top k."""
+    the answer the top answer_k of them."""
 
     kind: ClassVar[str] = "options"
+    OUTPUTS: ClassVar[type] = outputs.MultipleChoiceOutputs
 
     def check_labels(self, comp, df, name, items=None):
         """The answer names one of the row's option columns (or the description's no-answer)."""
@@ -563,11 +434,6 @@ class MultipleChoice(Classification):
                for name in self.own_metrics}
         return {"score": out["log_loss"], **out}
 
-    def oof_arrays(self, oof, target_cols):
-        labels = self.oof_labels(oof.columns)
-        truth = oof[target_cols[0]].map(label_text).map({lab: i for i, lab in enumerate(labels)})
-        return truth.fillna(-1).astype(int).to_numpy(), oof[[f"prob_{lab}" for lab in labels]].to_numpy()
-
     def sample(self, comp, rows=16):
         rng = np.random.default_rng(0)
         k = len(comp.options)
@@ -577,19 +443,6 @@ class MultipleChoice(Classification):
         p = np.exp(scores)
         return y, p / p.sum(1, keepdims=True)
 
-    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
-        oof = pd.DataFrame({"id": np.asarray(ids)})
-        oof[target_cols[0]] = df[target_cols[0]].to_numpy()
-        names = np.asarray([str(lab) for lab in labels], dtype=object)
-        oof["pred"] = [" ".join(r) for r in names[np.argsort(-pred, 1, kind="stable")]]  # every option, best first
-        for j, c in enumerate(self.prediction_columns(target_cols, labels)):
-            oof[c] = pred[:, j]
-        oof["fold"] = fold
-        return oof
-
-    def submission_columns(self, comp, preds, names, rule, test=None):
-        return {comp.answer_column: self.ranked(comp, preds, names, comp.answer_k)}
-
 
 @dataclass(frozen=True)
 class Retrieval(Objective):
@@ -597,17 +450,14 @@ class Retrieval(Objective):
     the backbone and pooling (no head), L2-normalised; trained with a contrastive loss (InfoNCE:
     the true item against the batch's other items and mined hard negatives, at a temperature); a
     query's outputs are its cosine similarity to every item of the catalogue, the answer its top
-    answer_k items. The labels are the catalogue's ids, in its order. OOF columns: the truth, pred
-    (the top answer_k ids, as submitted) and candidates (the top `keep` ids: CANDIDATES, or answer_k
-    when larger; what a reranker reads), best first."""
+    answer_k items. The labels are the catalogue's ids, in its order; a query's out-of-fold row
+    keeps its top `keep` ids (CANDIDATES, or answer_k when larger: what a reranker reads)."""
 
     kind: ClassVar[str] = "items"
+    OUTPUTS: ClassVar[type] = outputs.RetrievalOutputs
     stratified: ClassVar[bool] = False
     CANDIDATES: ClassVar[int] = 100
     keep: int = CANDIDATES  # candidates kept per query: CANDIDATES, or answer_k when larger (for_competition)
-    # Reciprocal-rank fusion: a listed candidate at rank r (0 first) scores 1 / (FUSION + r), the
-    # others 0. A blend of retrievers weighs these, in the out-of-fold file and at test time alike.
-    FUSION: ClassVar[int] = 60
 
     def labels_as_read(self, values):
         return values.map(item_id)
@@ -679,55 +529,6 @@ class Retrieval(Objective):
         scores[np.arange(rows), y] += 1.5
         return y, scores
 
-    def prediction_columns(self, target_cols, labels):
-        return ["candidates"]
-
-    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
-        """`pred`: (N, items) similarities."""
-        names = np.asarray([str(v) for v in labels], dtype=object)
-        top = top_k(pred, self.keep)
-        oof = pd.DataFrame({"id": np.asarray(ids)})
-        oof[target_cols[0]] = df[target_cols[0]].astype(str).to_numpy()
-        oof["candidates"] = [" ".join(r) for r in names[top]]
-        oof["fold"] = fold
-        return oof
-
-    def fused(self, n: int) -> np.ndarray:
-        """The scores of ranks 0..n-1 (reciprocal-rank fusion, FUSION)."""
-        return 1.0 / (self.FUSION + np.arange(n, dtype=float))
-
-    def oof_arrays(self, oof, target_cols, ids=None):
-        """(truth (N,), scores (N, ids)): over `ids` (default: every id the file names, sorted),
-        each row's listed candidates scored by rank (fused: the first highest), the others 0."""
-        lists = [str(c).split() for c in oof["candidates"]]
-        truth = oof[target_cols[0]].astype(str).tolist()
-        ids = sorted({i for r in lists for i in r} | set(truth)) if ids is None else ids
-        col = {v: j for j, v in enumerate(ids)}
-        scores = np.zeros((len(oof), len(ids)))
-        for r, items in enumerate(lists):
-            scores[r, [col[i] for i in items]] = self.fused(len(items))
-        return np.array([col[t] for t in truth]), scores
-
-    def member_arrays(self, frames, target_cols, runs=()):
-        """Each run's oof_arrays over the ids any of them names: the same columns."""
-        ids = sorted({i for f in frames for c in f["candidates"] for i in str(c).split()}
-                     | {str(t) for f in frames for t in f[target_cols[0]]})
-        return [self.oof_arrays(f, target_cols, ids) for f in frames]
-
-    def blend_scores(self, pred):
-        """(N, items) similarities as the out-of-fold file keeps them: the top `keep` fused by
-        rank, the others 0."""
-        top = top_k(pred, self.keep)
-        out = np.zeros(pred.shape)
-        out[np.arange(len(pred))[:, None], top] = self.fused(top.shape[1])
-        return out
-
-    def oof_labels(self, columns):
-        return []
-
-    def submission_columns(self, comp, preds, names, rule, test=None):
-        return {comp.answer_column: self.ranked(comp, preds, names, comp.answer_k)}
-
 
 @dataclass(frozen=True)
 class Spans(Objective):
@@ -739,18 +540,18 @@ class Spans(Objective):
     distributions (cross-entropy on the span's first and last token: one span, Tweet). The answer is
     decoded from them (utils.spans.decode), written as the labels are (a text, or "s e;s e" offsets).
 
-    A row's target is (its span text, its answer as the file wrote it). oof.csv holds id, the label
-    column as written, pred (the answer) and fold; each fold folder's chars.npz the character scores
-    (float16), which blends average and the threshold is fitted on: each fold's from the other
-    folds' rows (settle), so the CV is the metric of exactly oof.csv's answers."""
+    A row's target is (its span text, its answer as the file wrote it). What its run keeps (oof.csv's
+    answers, each fold's character scores, the one-head threshold fitted on the other folds) is
+    utils.outputs.SpansOutputs'."""
 
     kind: ClassVar[str] = "spans"
+    OUTPUTS: ClassVar[type] = outputs.SpansOutputs
     pooling: ClassVar[str] = "tokens"
     fit: ClassVar[str] = "windows"
     stratified: ClassVar[bool] = False
     blank_answers: ClassVar[bool] = True
     default_rule: ClassVar[str] = "characters above 0.5"
-    THRESHOLDS: ClassVar[tuple] = tuple(np.round(np.arange(0.2, 0.81, 0.05), 2))  # one head's: fitted among these
+    THRESHOLDS: ClassVar[tuple] = spans.THRESHOLDS  # one head's: fitted among these
     count: str = "many"  # "one": start/end; "many": a probability per character
     labels_as: str = "offsets"  # "text" or "offsets" (utils.competition.SPAN_LABELS)
     span_col: str = ""
@@ -777,7 +578,7 @@ class Spans(Objective):
 
     def written(self, text: str, found) -> object:
         """Decoded spans as the answer is written: a text, or the spans (format_location writes them)."""
-        return spans.span_text(text, found) if self.labels_as == "text" else tuple(found)
+        return spans.written(text, found, self.labels_as == "text")
 
     def check_labels(self, comp, df, name, items=None):
         """Offsets that parse and lie inside their text; a text label found in its text (a label
@@ -858,14 +659,14 @@ class Spans(Objective):
         return {}
 
     def truth(self, y, n_targets):
-        return _objects(answer for _, answer in y)
+        return spans.objects(answer for _, answer in y)
 
     def decoded(self, y, pred, threshold: float = 0.5) -> list:
         """Each row's answer from its character scores (N, C, heads), `threshold` for one head."""
-        return [self.written(text, spans.decode(text, p[: len(text)], threshold)) for (text, _), p in zip(y, pred)]
+        return spans.answers([text for text, _ in y], pred, threshold, self.labels_as == "text")
 
     def scored(self, y, pred, threshold: float = 0.5):
-        return _objects(self.decoded(y, pred, threshold))
+        return spans.objects(self.decoded(y, pred, threshold))
 
     def sample(self, comp, rows=16):
         rng = np.random.default_rng(0)
@@ -879,188 +680,10 @@ class Spans(Objective):
                 pred[i, 0, 0], pred[i, 4, 1] = 0.9, 0.9
         return y, np.clip(pred + rng.uniform(0, 0.05, pred.shape), 0, 1)
 
-    def prediction_columns(self, target_cols, labels):
-        return ["pred"]
-
     def cell(self, answer) -> str:
         """An answer as a csv cell: its text, or "s e;s e"."""
         return spans.format_location(answer) if self.labels_as == "offsets" else str(answer)
 
-    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
-        """The label as written, the answer at the default threshold (settle fits it once other
-        folds exist), the fold; `attrs["chars"]`: the character scores, for the fold's chars.npz."""
-        oof = pd.DataFrame({"id": np.asarray(ids)})
-        oof[target_cols[0]] = df[target_cols[0]].to_numpy()
-        oof["pred"] = [self.cell(a) for a in self.decoded(y, pred)]
-        oof["fold"] = fold
-        oof.attrs["chars"] = [p[: len(text)] for (text, _), p in zip(y, pred)]
-        oof.attrs["texts"] = [text for text, _ in y]
-        return oof
-
-    def write_outputs(self, folder, oof) -> None:
-        """The fold's character scores beside its oof.csv (chars.npz, float16, atomically)."""
-        chars = oof.attrs.get("chars")
-        if chars is None:
-            return
-        lengths = np.array([len(c) for c in chars], dtype=np.int64)
-        flat = np.concatenate(chars).astype(np.float16) if len(chars) else np.zeros((0, self.heads), np.float16)
-        with atomic_file(Path(folder) / CHARS) as tmp, open(tmp, "wb") as f:
-            np.savez_compressed(f, ids=np.array(json.dumps(oof["id"].astype(str).tolist())), lengths=lengths,
-                                scores=flat, texts=np.array(json.dumps(oof.attrs["texts"])))
-
-    def oof_arrays(self, oof, target_cols):
-        """(true answers, predicted answers) as oof.csv writes them."""
-        return (_objects(self.answer(c) for c in oof[target_cols[0]].tolist()),
-                _objects(self.answer(c) for c in oof["pred"].tolist()))
-
-    def member_arrays(self, frames, target_cols, runs=()):
-        """Per run: (its rows' (span text, answer) (N,), its character scores (N, C, heads)), C the
-        longest text of any run's rows (a blend's members, whatever their tokenizers, share it),
-        in its oof.csv's order (its folds' chars.npz, matched by id). Runs that read a row's text
-        differently (another version of the file) are refused: their scores would add up
-        character by character over different texts."""
-        saved = [chars_of(run, frame) for frame, run in zip(frames, runs)]
-        first = dict(zip(frames[0]["id"].astype(str), (t for t, _ in saved[0])))
-        for frame, rows, run in zip(frames[1:], saved[1:], runs[1:]):
-            for i, (text, _) in zip(frame["id"].astype(str), rows):
-                if i in first and first[i] != text:
-                    raise DataError(f"{run} read the text of id {i!r} as {spans.show(text, 60)} but {runs[0]} as "
-                                    f"{spans.show(first[i], 60)}: only runs trained on the same texts blend")
-        width = max(len(t) for rows in saved for t, _ in rows)
-        out = []
-        for frame, rows in zip(frames, saved):
-            scores = np.zeros((len(rows), width, self.heads), dtype=np.float32)
-            for i, (text, c) in enumerate(rows):
-                scores[i, : len(text)] = c
-            y = _objects((text, a) for (text, _), a in zip(rows, self.oof_arrays(frame, target_cols)[0]))
-            out.append((y, scores))
-        return out
-
-    def blend_metric_of(self, metric):
-        """The metric of the answers decoded from (text, answer) rows' character scores: start/end at
-        their best pair, one head at a threshold fitted on other folds (Decoded, the rule)."""
-        fn = lambda y, answers: metric.fn(self.truth(y, 1), answers)  # noqa: E731
-        if self.heads == 2:
-            return dataclasses.replace(metric, fn=lambda y, p: fn(y, self.scored(y, p)))
-        fields = {f.name: getattr(metric, f.name) for f in dataclasses.fields(Metric)}
-        return Decoded(**{**fields, "fn": fn, "needs": "labels", "rule": "threshold"}, objective=self)
-
-    def fit_threshold(self, score) -> float:
-        """The threshold of THRESHOLDS that `score(t)` rates best, the nearest 0.5 of ties."""
-        return float(max(self.THRESHOLDS, key=lambda t: (score(t), -abs(t - 0.5))))
-
-    def settle(self, run, oof, metric=None):
-        """One head, two finished folds or more: a copy whose answers are decoded again, each fold's
-        at the threshold (of THRESHOLDS) that scores best by `metric` on the other folds' character
-        scores (`attrs["thresholds"]`; `attrs["rule"]`: the best on every row, for the test rows).
-        Otherwise the rows themselves."""
-        folds = sorted(int(k) for k in oof["fold"].unique())
-        if self.heads != 1 or len(folds) < 2 or metric is None:
-            return oof
-        label = [c for c in oof.columns if c not in ("id", "pred", "fold")][0]
-        saved = {k: chars_of(run, oof[oof["fold"] == k]) for k in folds}
-        truth = {k: [self.answer(c) for c in oof.loc[oof["fold"] == k, label]] for k in folds}
-
-        @functools.cache  # each fold decoded once per threshold
-        def answers(k, t):
-            return [self.written(text, spans.decode(text, p, t)) for text, p in saved[k]]
-
-        def score(ks, t):
-            return metric.score([a for k in ks for a in truth[k]], [a for k in ks for a in answers(k, t)])
-
-        thresholds, out = {}, oof.copy()
-        out["pred"] = out["pred"].astype(object)  # a column of empty answers reads as NaN floats
-        for k in folds:
-            others = [j for j in folds if j != k]
-            thresholds[k] = self.fit_threshold(functools.partial(score, others))
-            rows = np.flatnonzero(out["fold"].to_numpy() == k)
-            out.iloc[rows, out.columns.get_loc("pred")] = [self.cell(a) for a in answers(k, thresholds[k])]
-        out.attrs["thresholds"] = thresholds
-        # for the test rows: fitted on every out-of-fold row
-        out.attrs["rule"] = {"threshold": self.fit_threshold(functools.partial(score, folds))}
-        return out
-
-    def submission_columns(self, comp, preds, names, rule, test=None):
-        """The answers decoded from the character scores (N, C, heads) of the test rows' texts, at the
-        threshold fitted on every out-of-fold row (`rule`; else 0.5), written as the labels are."""
-        t = (rule or {}).get("threshold", 0.5)
-        texts = test[self.span_col].astype(str).tolist()
-        return {comp.target_cols[0]: [self.cell(self.written(x, spans.decode(x, p[: len(x)], t)))
-                                      for x, p in zip(texts, preds)]}
-
-
-@dataclass(frozen=True)
-class Decoded(Metric):
-    """A one-head span task's metric of character scores (N, C, 1), as a blend scores them: of the
-    answers decoded at a threshold, the rule, fitted as Spans.settle fits a run's (the best of
-    THRESHOLDS). Where no other fold can fit one, 0.5 decodes (the default)."""
-
-    objective: Spans | None = None
-    rule_has_default: ClassVar[bool] = True
-
-    def labels_of(self, y, pred, rule):
-        return self.objective.scored(y, pred, (rule or {}).get("threshold", 0.5))
-
-    def fit_rule(self, y, pred) -> dict:
-        return {"threshold": self.objective.fit_threshold(lambda t: self.score(y, pred, {"threshold": t}))}
-
-    def honest_score(self, y, pred, folds) -> tuple[float, dict]:
-        """Metric.honest_score, each fold decoded once per threshold (not once per other fold)."""
-        folds = np.asarray(folds)
-        ks = [int(k) for k in np.unique(folds)]
-        if len(ks) < 2:
-            return self.score(y, pred), {}
-        rows = {k: np.flatnonzero(folds == k) for k in ks}
-        answers = {(k, t): self.labels_of(y[rows[k]], pred[rows[k]], {"threshold": t})
-                   for k in ks for t in self.objective.THRESHOLDS}
-
-        def score(some, t):
-            return self.fn(y[np.concatenate([rows[k] for k in some])], np.concatenate([answers[k, t] for k in some]))
-
-        rules = {k: {"threshold": self.objective.fit_threshold(functools.partial(score, [j for j in ks if j != k]))}
-                 for k in ks}
-        labels = np.empty(len(folds), dtype=object)
-        for k in ks:
-            labels[rows[k]] = answers[k, rules[k]["threshold"]]
-        return self.fn(y, labels), rules
-
-
-def _objects(values) -> np.ndarray:
-    """(N,) object array of any values, each kept whole (np.array would make tuples a dimension)."""
-    values = list(values)
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        out[i] = v
-    return out
-
-
-def read_chars(folder) -> dict:
-    """A fold's chars.npz: {id: (text, character scores (len(text), heads))}, in the fold's row order."""
-    with np.load(Path(folder) / CHARS, allow_pickle=False) as z:
-        lengths, scores, texts = z["lengths"], z["scores"].astype(np.float32), json.loads(str(z["texts"]))
-        try:
-            ids = json.loads(str(z["ids"]))
-        except ValueError:  # written before its ids were kept as text: the fold's oof.csv has them, in its order
-            ids = read_oof_csv(Path(folder) / OOF)["id"].tolist()
-    if len(ids) != len(texts):
-        raise DataError(f"{Path(folder) / CHARS}: {len(texts)} rows of character scores for {len(ids)} ids")
-    cuts = np.concatenate([[0], np.cumsum(lengths)])
-    return {i: (t, scores[cuts[k]:cuts[k + 1]]) for k, (i, t) in enumerate(zip(ids, texts))}
-
-
-def chars_of(run, frame) -> list:
-    """[(text, character scores)] of the out-of-fold rows `frame` (its id and fold columns), in its
-    order, from their folds' chars.npz, matched by id (an oof.csv sorted by hand still lines up);
-    refused in one line where a row has none."""
-    saved = {}
-    for k in sorted(frame["fold"].unique()):
-        saved.update(read_chars(Path(run) / f"fold{int(k)}"))
-    ids = frame["id"].astype(str).tolist()
-    missing = [i for i in ids if i not in saved]
-    if missing:
-        raise DataError(f"{run}: {len(missing)} out-of-fold row(s) have no character scores in their fold's {CHARS}, "
-                        f"e.g. id {missing[0]!r}: its {OOF} and its folds disagree")
-    return [saved[i] for i in ids]
 
 
 REGRESSION = Regression("regression", blend_metric="rmse", own_metrics=("rmse",),

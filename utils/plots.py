@@ -141,14 +141,15 @@ def oof_scatter(run, target: str = ""):
     probability's histogram for the rows without the label and for those with it, scored in the
     run's metric on that label."""
     oof = runs.read_oof(run, target or "target")
-    if oof.objective.kind == "classes":
+    read = eda.targets_of(oof.objective)
+    if not read.scatter:
         raise ValueError(f"{run} predicts class probabilities ({', '.join(oof.preds)}): an OOF "
                          "scatter draws a regression target against its prediction")
     target = target or oof.truth[0]
     if target not in oof.truth:
         raise ValueError(f"{run} predicts {', '.join(oof.truth)}, not {target!r}")
     df, pred = oof.frame, oof.preds[oof.truth.index(target)]
-    if oof.objective.kind == "labels":  # a probability per 0/1 label
+    if read.histogram:  # a probability per 0/1 label
         return _label_histogram(run, df, target, pred, oof.metric)
     fig, ax = plt.subplots(figsize=(6, 6))
     for k, part in df.groupby("fold"):
@@ -581,16 +582,10 @@ def plot_targets(df: pd.DataFrame, comp) -> plt.Figure:
     """The targets as the competition's objective trains them: each target's distribution
     (values), the class counts in the description's class order (classes), or each 0/1 label's
     prevalence (several labels)."""
-    cols, kind = list(comp.target_cols), eda.target_kind(comp)
-    name = comp.title or comp.slug
-    if kind in ("classes", "labels"):
-        if kind == "classes":
-            labels = objective_of(comp).labels(df[cols[0]], order=comp.classes)
-            counts = df[cols[0]].value_counts().reindex(labels, fill_value=0)
-            title, xlabel = f"{name}: class counts of {cols[0]!r} (n = {len(df)})", cols[0]
-        else:
-            counts = df[cols].astype(float).sum().astype(int)
-            title, xlabel = f"{name}: rows with each label (n = {len(df)})", "label"
+    cols, name = list(comp.target_cols), comp.title or comp.slug
+    counted = eda.targets_of(objective_of(comp)).counts(comp, df)
+    if counted is not None:  # rows per class, or per 0/1 label
+        counts, title, xlabel = counted
         fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(counts) + 3), 4), layout="constrained")
         bars = ax.bar([str(c) for c in counts.index], counts.to_numpy(), color=NEUTRAL_COLOR)
         ax.bar_label(bars, labels=[f"{n} ({n / len(df):.1%})" for n in counts], fontsize=9)
@@ -622,15 +617,15 @@ def target_figures(df: pd.DataFrame, comp) -> dict:
     target with a per-row standard error column: both distributions and one against the other;
     else plot_targets; several targets: their correlations; several 0/1 labels: their
     co-occurrence."""
-    cols, kind = list(comp.target_cols), eda.target_kind(comp)
+    cols, read = list(comp.target_cols), eda.targets_of(objective_of(comp))
     se = comp.standard_error_col
     if se and se in df.columns and comp.continuous and len(cols) == 1:
         return {"target_distribution.png": plot_distributions(df, cols[0], se),
                 "target_vs_standard_error.png": plot_target_vs_se(df, cols[0], se, comp.id_col)}
     figs = {"target_distribution.png": plot_targets(df, comp)}
-    if kind == "values" and len(cols) > 1:
+    if read.correlations and len(cols) > 1:
         figs["target_correlations.png"] = plot_target_correlations(df, comp)
-    if kind == "labels":
+    if read.cooccurrence:
         figs["label_cooccurrence.png"] = plot_label_cooccurrence(df, comp)
     return figs
 
@@ -692,30 +687,14 @@ def plot_examples(df: pd.DataFrame, comp, n: int = 3) -> plt.Figure:
     mean of the targets), rows of the last and the first class in the description's order, or
     rows with the most labels and with none. Several text columns (no template) are shown as
     `column: text`."""
-    cols, kind = list(comp.target_cols), eda.target_kind(comp)
     if len(comp.text_cols) > 1 and not comp.text_template:
         parts = [df[c].fillna("").astype(str).radd(f"{c}: ") for c in comp.text_cols]
         text = parts[0].str.cat(parts[1:], sep="   ·   ").to_numpy()
     else:
         text = eda.plain_texts(comp.input_texts(df))
-    shown = df.assign(_text=text)
-    name = comp.title or comp.slug
     n = max(1, min(n, len(df) // 2 or 1))
-    if kind == "values":
-        score = cols[0] if len(cols) == 1 else f"mean of the {len(cols)} targets"
-        shown[score] = shown[cols].astype(float).mean(axis=1)
-        return plot_extremes(shown, text_col="_text", target_col=score, n=n,
-                             title=f"{name}: the texts with the highest and lowest {score}")
-    if kind == "classes":
-        labels = objective_of(comp).labels(df[cols[0]], order=comp.classes)
-        pair = [labels[-1], labels[0]]
-        columns = [(f"{cols[0]} = {lab}", shown[shown[cols[0]] == lab]) for lab in pair]
-        return _text_panels(columns, "_text", lambda r: "", f"{name}: texts of class {pair[0]} and of {pair[1]}", n)
-    count = shown[cols].astype(float).sum(axis=1)
-    order = shown.assign(_labels=count).sort_values("_labels", ascending=False, kind="stable")
-    columns = [("Most labels", order[order["_labels"] > 0]), ("No label", order[order["_labels"] == 0])]
-    named = lambda r: ", ".join(c for c in cols if r[c] == 1) or "no label"  # noqa: E731
-    return _text_panels(columns, "_text", named, f"{name}: the texts with the most labels and with none", n)
+    columns, value, title = eda.targets_of(objective_of(comp)).examples(comp, df.assign(_text=text), n)
+    return _text_panels(columns, "_text", value, title, n)
 
 
 @styled
@@ -912,7 +891,7 @@ def span_predictions(oof, df: pd.DataFrame, comp, n: int = 4, fold: int = 0):
     obj, metric = oof.objective, get_metric(comp.metric_name)
     rows = oof.frame[oof.frame["fold"] == fold]
     texts = df.set_index(df[comp.id_col].astype(str))
-    truth, pred = obj.oof_arrays(rows, list(oof.truth))
+    truth, pred = obj.outputs.oof_arrays(rows, list(oof.truth))
     items, titles = [], []
     for i, t, p in zip(rows["id"].astype(str), truth, pred):
         text = str(texts.loc[i, comp.span_col])

@@ -65,11 +65,11 @@ def teachers_folds(runs) -> tuple[list, str]:
 
 
 def check_teachers(runs) -> list:
-    """The teachers' common outputs as pseudo-label columns (utils.objective's pseudo_columns:
+    """The teachers' common outputs as pseudo-label columns (utils.outputs' pseudo_columns:
     the targets, or prob_<label> per class): the same task and targets for all (read from the
     saved configs, no model loaded); an error naming the run that differs."""
     spec = check_runs_agree(runs)
-    return get_objective(spec["task"]).pseudo_columns(spec["target_names"])
+    return get_objective(spec["task"]).outputs.pseudo_columns(spec["target_names"])
 
 
 def check_max_std(runs, max_std) -> None:

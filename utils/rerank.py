@@ -182,7 +182,7 @@ def _out_of_fold(reranker) -> tuple:
     the run is not a reranker."""
     reranker_competition(reranker)
     run = read_oof(reranker)
-    truth, probs = run.objective.oof_arrays(run.frame, run.truth)
+    truth, probs = run.objective.outputs.oof_arrays(run.frame, run.truth)
     return METRICS[run.metric], truth, probs, run.frame["fold"].astype(str).to_numpy()
 
 

@@ -212,7 +212,7 @@ class Oof:
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(truth, predictions (N, outputs)) as the metrics take them."""
-        return self.objective.oof_arrays(self.frame, list(self.truth))
+        return self.objective.outputs.oof_arrays(self.frame, list(self.truth))
 
 
 def read_oof(run, target: str = "target") -> Oof:
@@ -225,8 +225,8 @@ def read_oof(run, target: str = "target") -> Oof:
     comp = run_competition(run, target)
     objective = objective_of(comp)
     truth = tuple(comp.target_cols[:1] if objective.classes else comp.target_cols)
-    labels = objective.oof_labels(frame.columns) if objective.classes else None
-    preds = tuple(objective.prediction_columns(truth, labels))
+    labels = objective.outputs.oof_labels(frame.columns) if objective.classes else None
+    preds = tuple(objective.outputs.prediction_columns(truth, labels))
     missing = [c for c in ("id", "fold", *truth, *preds) if c not in frame.columns]
     if missing or (objective.classes and not labels):
         missing = missing or ["prob_<label>"]

@@ -432,3 +432,34 @@ def decode(text: str, scores, threshold: float = 0.5) -> tuple:
 def span_text(text: str, spans) -> str:
     """The answer written as text: the spans' texts, joined by a space."""
     return " ".join(text[s:e] for s, e in spans)
+
+
+# A one-head task's threshold is fitted among these (on the other folds' rows, by the metric).
+THRESHOLDS = tuple(np.round(np.arange(0.2, 0.81, 0.05), 2))
+
+
+def fit_threshold(score) -> float:
+    """The threshold of THRESHOLDS that `score(t)` rates best, the nearest 0.5 of ties."""
+    return float(max(THRESHOLDS, key=lambda t: (score(t), -abs(t - 0.5))))
+
+
+def written(text: str, found, as_text: bool):
+    """Decoded spans as an answer is written: their text (`as_text`), or the spans (format_location
+    writes them)."""
+    return span_text(text, found) if as_text else tuple(found)
+
+
+def answers(texts, scores, threshold: float = 0.5, as_text: bool = False) -> list:
+    """Each text's answer decoded from its character scores (C >= len(text), heads), `threshold` for
+    one head, written as the labels are (`as_text`: a text, else spans)."""
+    return [written(text, decode(text, s[: len(text)], threshold), as_text) for text, s in zip(texts, scores)]
+
+
+def objects(values) -> np.ndarray:
+    """(N,) object array of any values (answers), each kept whole (np.array would make tuples a
+    dimension)."""
+    values = list(values)
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out

@@ -140,7 +140,7 @@ def scores(comp: Competition, y: np.ndarray, pred: np.ndarray) -> dict:
 
 def as_submitted(comp, pred: np.ndarray) -> np.ndarray:
     """Predictions (N, outputs) as the submission writes them: values clipped to the competition's
-    target_range (utils.objective's submission_columns), so the CV is what the submission would
+    target_range (utils.outputs' submission_columns), so the CV is what the submission would
     score; class probabilities, and a competition without a range, unchanged."""
     rng = comp.target_range
     return pred if objective_of(comp).classes or not rng else np.clip(pred, rng[0], rng[1])
@@ -273,7 +273,7 @@ def predict_loader(model, loader, accelerator, n: int, activate, shape: TextRows
 def pseudo_outputs(comp: Competition, labels=None) -> list:
     """The pseudo-label columns a run reads: its targets, or prob_<label> per class."""
     obj = objective_of(comp)
-    return obj.pseudo_columns(obj.output_names(comp.target_cols, labels))
+    return obj.outputs.pseudo_columns(obj.output_names(comp.target_cols, labels))
 
 
 def pseudo_rows(comp: Competition, pseudo, fold: int, labels=None):
@@ -544,8 +544,8 @@ def fold_outcome(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, data: Fo
     """Stage 5: the fold's out-of-fold frame (its best checkpoint's predictions) and its record:
     row counts, the training mean, and the shape's own figures (a retriever's seen and unseen
     items), said in one line."""
-    oof = objective_of(comp).oof_frame(df[comp.id_col].iloc[data.va].to_numpy(), df.iloc[data.va], data.y[data.va],
-                                       best_pred, comp.target_cols, data.labels, fold)
+    oof = objective_of(comp).outputs.oof_frame(df[comp.id_col].iloc[data.va].to_numpy(), df.iloc[data.va],
+                                               data.y[data.va], best_pred, comp.target_cols, data.labels, fold)
     info["n_train"], info["n_valid"], info["n_truncated"] = len(data.tr), len(data.va), data.n_cut
     info["n_pseudo"] = data.n_pseudo
     info["target_mean"] = target_mean.tolist()  # what a blank text is predicted as at inference
@@ -693,11 +693,11 @@ def summarize(cfg: TrainConfig, comp: Competition, out: Path) -> dict:
     done = runs.finished_folds(out)
     metric = get_metric(comp.metric_name)
     gathered = runs.collect_oof(out)
-    oof = objective_of(comp).settle(out, gathered, metric)  # a span task's answers at fitted thresholds
+    oof = objective_of(comp).outputs.settle(out, gathered, metric)  # a span task's answers at fitted thresholds
     if oof is not gathered:
         runs.write_oof(out, oof)
     seconds = {k: round(runs.read_history(out, k)["seconds"], 1) for k in done}
-    truth, pred = objective_of(comp).oof_arrays(oof, comp.target_cols)
+    truth, pred = objective_of(comp).outputs.oof_arrays(oof, comp.target_cols)
     pred = as_submitted(comp, pred)  # oof.csv holds them so; a run's folds from before it did: clipped here
     folds = oof["fold"].to_numpy()
     metrics = metric_summary(metric, truth, pred, folds)
@@ -787,7 +787,7 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
                                                   "target_mean": info["target_mean"], "seen": seen,
                                                   "train": identity(cfg, comp), "competition": comp.to_dict()})
                 runs.write_fold_summaries(tmp, oof, info)
-                objective_of(comp).write_outputs(tmp, oof)  # e.g. a span task's character scores
+                objective_of(comp).outputs.write_outputs(tmp, oof)  # e.g. a span task's character scores
             resume.remove(out, fold)
             metrics = summarize(cfg, comp, out)
             fitted = metrics.get("thresholds_per_fold") or {}  # a span task's: refitted as each fold lands
