@@ -55,11 +55,16 @@ install: $(VENV)/.installed
 
 install-tf4: $(VENV_TF4)/.installed
 
+# A pytest-xdist worker per core, each module's tests on one worker (its module fixtures trained
+# once), each worker on one torch thread (tests/conftest.py): 11 min instead of 33 on two cores
+# (docs/testing.md). PYTEST_ARGS="--durations=25" prints the slowest tests; XDIST= runs one process.
+XDIST ?= -n auto --dist loadscope
+PYTEST_ARGS ?=
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 test-unit: install
-	$(PY) -m pytest -q -m "not integration"
+	$(PY) -m pytest -q $(XDIST) -m "not integration" $(PYTEST_ARGS)
 
 # The floor leg runs only the unit tests marked `versions` (pyproject.toml's markers): those whose
 # outcome can depend on the versions of transformers, accelerate, kaggle and peft. Marked: model,
@@ -72,7 +77,7 @@ test-unit: install
 # marked training tests' own; the notebook tests (the notebooks only call utils); and the
 # integration tests (the same code paths on a real model, the slowest).
 test-tf4: install-tf4
-	$(PY_TF4) -m pytest -q -m "versions and not integration"
+	$(PY_TF4) -m pytest -q $(XDIST) -m "versions and not integration" $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check utils tests bench notebooks

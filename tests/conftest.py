@@ -11,6 +11,12 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Under pytest-xdist (`make test` runs a worker per core) each worker, and every process it starts
+# (CLIs, notebooks, kernels), computes on one thread: two workers of two torch threads each on two
+# cores would fight over them. Set before anything imports torch.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = "1"
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -63,7 +63,7 @@ def test_a_test_file_without_a_sample_submission_is_refused_naming_the_path(one_
     out = tmp_path / "submission.csv"
     argv = ["--test-csv", str(tmp_path / "test.csv"), "--runs", str(one_run), "--out", str(out)]
     loads = []
-    monkeypatch.setattr(predict_cli.TextModel, "load", lambda *a, **k: loads.append(a) or 1 / 0)
+    monkeypatch.setattr(predict_cli, "load_fold", lambda *a, **k: loads.append(a) or 1 / 0)
     assert predict_cli.main(argv) == 2
     assert_one_line_error(capsys.readouterr().err, str(tmp_path / "sample_submission.csv"),
                           "--no-sample-submission")
