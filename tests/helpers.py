@@ -114,6 +114,70 @@ def kill_in_fold_1(argv, tmp_path, at: str = "fold 1 step 4/") -> None:
     assert proc.returncode == -signal.SIGKILL, (tmp_path / "stderr.txt").read_text()
 
 
+# ----------------------------------------------------------------------------- the walk through utils
+
+
+def import_floors() -> dict:
+    """{utils module: its floor in the package's import graph}: 0 imports no other utils module at
+    its top, any other is one floor above the highest one it imports there."""
+    import ast
+
+    pkg = ROOT / "utils"
+    names = {p.stem for p in pkg.glob("*.py")}
+    graph = {}
+    for path in pkg.glob("*.py"):
+        deps = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+        graph[path.stem] = deps & names
+    floors: dict = {}
+
+    def floor(m, path=()):
+        if m not in floors:
+            floors[m] = 1 + max((floor(d, path + (m,)) for d in graph[m] if d not in path), default=-1)
+        return floors[m]
+
+    return {m: floor(m) for m in graph}
+
+
+class Call(tuple):
+    """A call from one utils module into another: (caller, caller_function, callee, function)."""
+
+    caller = property(lambda self: self[0])
+    caller_function = property(lambda self: self[1])
+    callee = property(lambda self: self[2])
+    function = property(lambda self: self[3])
+
+
+def utils_calls(fn, until=None) -> tuple:
+    """(fn()'s result, [Call]): every call that `fn` makes from a utils module into another one, in
+    order (sys.setprofile); `until(frame)` true ends the recording (e.g. a fold's first forward)."""
+    pkg = str(ROOT / "utils")
+    calls, done = [], []
+
+    def module(frame):
+        name = frame.f_code.co_filename
+        return Path(name).stem if name.startswith(pkg) else None
+
+    def profile(frame, event, arg):
+        if event != "call" or done or frame.f_back is None:
+            return
+        if until is not None and until(frame):
+            done.append(True)
+            return
+        callee, caller = module(frame), module(frame.f_back)
+        if callee and caller and callee != caller:
+            calls.append(Call((caller, frame.f_back.f_code.co_name, callee, frame.f_code.co_name)))
+
+    sys.setprofile(profile)
+    try:
+        result = fn()
+    finally:
+        sys.setprofile(None)
+    return result, calls
+
+
 # ----------------------------------------------------------------------------- runs
 
 

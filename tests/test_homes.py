@@ -14,6 +14,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 TASK_NAMES = {"regression", "multi_regression", "binary", "multiclass", "ordinal", "classification"}
 RUN_FILES = ("oof.csv", "folds.csv", "metrics.json", "history.json", "blend.json", "config.json")
@@ -87,3 +89,20 @@ if __name__ == "__main__":
     files_in = sum(1 for _, f in c["modules"].values() if f)
     print(f"task names: {total['tasks']} in {tasks_in} modules; run file names: {total['files']} in "
           f"{files_in} modules; functions over 100 lines: {', '.join(f'{n} ({k})' for n, k in c['long']) or 'none'}")
+
+
+def test_the_start_of_a_training_fold_never_asks_a_module_back_up(tmp_path, tiny_bert):
+    """From run_cv to the fold's first forward, every call goes down the import graph: the config and
+    the competition's objective are handed down, never asked back from a higher module."""
+    from conftest import tiny_frame
+    from helpers import cfg_for, import_floors, utils_calls
+
+    from utils.train import run_cv
+
+    tiny_frame(20).to_csv(tmp_path / "train.csv", index=False)
+    cfg = cfg_for(tmp_path / "train.csv", tmp_path / "run", tiny_bert, epochs=1, only_folds=(0,), max_steps=1)
+    first_forward = lambda frame: frame.f_code.co_name == "forward" and "shapes" in frame.f_code.co_filename  # noqa: E731
+    metrics, calls = utils_calls(lambda: run_cv(cfg), until=first_forward)
+    floors = import_floors()
+    assert np.isfinite(metrics["cv"]) and len(calls) > 50  # the walk was recorded, up to the first forward
+    assert not [c for c in calls if floors[c.callee] > floors[c.caller]], calls

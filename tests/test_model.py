@@ -154,63 +154,25 @@ def test_a_backbone_saved_in_fp16_trains_fp32_master_weights(tiny_bert, tmp_path
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 
-def _floors() -> dict:
-    """{utils module: its floor in the package's import graph}: 0 imports no other utils module,
-    a module is one floor above the highest it imports at its top."""
-    import ast
-    from pathlib import Path
-
-    pkg = Path(__file__).resolve().parents[1] / "utils"
-    names = {p.stem for p in pkg.glob("*.py")}
-    graph = {}
-    for p in pkg.glob("*.py"):
-        deps = set()
-        for node in ast.parse(p.read_text()).body:
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                deps |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-        graph[p.stem] = deps & names
-    floors: dict = {}
-
-    def floor(m, path=()):
-        if m not in floors:
-            floors[m] = 1 + max((floor(d, path + (m,)) for d in graph[m] if d not in path), default=-1)
-        return floors[m]
-
-    return {m: floor(m) for m in graph}
-
 
 def test_loading_a_fold_is_one_walk_down(tiny_bert, tmp_path):
     """load_fold asks each lower module once, in order (the record, then the backbone's family,
-    precision and base), never goes back to one it left, and reads the record and the family once."""
-    import sys
-    from pathlib import Path
+    precision and base), never goes back to one it left or up the import graph, and reads the
+    record and the family once."""
+    from helpers import import_floors, utils_calls
 
     from utils.model import load_fold
 
     tok = load_tokenizer(tiny_bert)
     TextModel.from_backbone(tiny_bert, ModelSpec()).save(tmp_path / "fold0", tok, extra={"train": {"max_len": 32}})
-    pkg = str(Path(__file__).resolve().parents[1] / "utils")
-    asked, calls = [], []
-
-    def module(frame):
-        name = frame.f_code.co_filename
-        return Path(name).stem if name.startswith(pkg) else None
-
-    def profile(frame, event, arg):
-        if event == "call" and module(frame) and frame.f_back is not None:
-            calls.append(frame.f_code.co_name)
-            if frame.f_back.f_code.co_name == "load_fold" and module(frame) != "model":
-                asked.append(module(frame))
-
-    sys.setprofile(profile)
-    try:
-        fold = load_fold(tmp_path / "fold0", "cpu")
-    finally:
-        sys.setprofile(None)
+    fold, calls = utils_calls(lambda: load_fold(tmp_path / "fold0", "cpu"))
+    asked = [c.callee for c in calls if c.caller_function == "load_fold" and c.callee != "model"]
     turns = [m for i, m in enumerate(asked) if i == 0 or asked[i - 1] != m]
-    floors = _floors()
+    floors = import_floors()
     assert turns == ["fold", "backbone"], asked
     assert [floors[m] for m in turns] == sorted((floors[m] for m in turns), reverse=True)  # downwards
-    assert calls.count("read_fold") == 1 and calls.count("family_of") == 1, calls
+    assert not [c for c in calls if floors[c.callee] > floors[c.caller]], calls  # nothing asked back up
+    names = [c.function for c in calls]
+    assert names.count("read_fold") == 1 and names.count("family_of") == 1, names
     assert fold.record.max_len == 32 and fold.devices == (torch.device("cpu"),) and fold.precision.name == "fp32"
     assert not fold.model.training

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import string
 import sys
@@ -26,7 +27,7 @@ from .cli import HelpFormatter, cli_error, first_paragraph
 from .data import DataError
 from .files import write_json
 from .metrics import METRICS, check_on_sample, register_code
-from .objective import objective_of
+from .objective import get_objective
 from .reshape import RESHAPES
 from .reshape import register_code as register_reshape
 
@@ -178,7 +179,7 @@ class Competition:
             if not used - {"sep"} or not used <= {*self.text_cols, "sep"}:
                 bad("text_template", f"{self.text_template!r} must use only text_cols {list(self.text_cols)} "
                     "(and {sep}: the backbone's separator token)")
-        obj = objective_of(self)
+        obj = self.objective
         if self.submission_kind not in obj.submissions:
             bad("submission", f"a {self.task} model's submission holds {' or '.join(obj.submissions)}, "
                 f"not {self.submission}")
@@ -268,6 +269,13 @@ class Competition:
         """What the model is trained as: regression, classification, multilabel, retrieval or
         multiple_choice (utils.objective's kinds)."""
         return TASKS[self.task][0]
+
+    @functools.cached_property
+    def objective(self):
+        """The utils.objective.Objective this competition's task is trained as, with what it keeps
+        for this competition (a retriever's candidates, a span task's count): chosen once, here, so
+        utils.objective never asks the description back."""
+        return get_objective(self.model_task).for_competition(self)
 
     @property
     def metric_name(self) -> str:

@@ -711,5 +711,5 @@ def get_objective(name: str) -> Objective:
 
 def objective_of(comp) -> Objective:
     """The objective a competition's task is trained as (with what it keeps for that competition:
-    a retriever's candidates)."""
-    return get_objective(comp.model_task).for_competition(comp)
+    a retriever's candidates): utils.competition.Competition.objective, chosen once per description."""
+    return comp.objective
