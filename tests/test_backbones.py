@@ -154,7 +154,7 @@ def test_mpnet_scores_options_and_retrieves(slug, tiny_mpnet, tmp_path):
     metrics = run_cv(cfg_for(data / comp.train_file, tmp_path / "run", tiny_mpnet, competition=slug, max_steps=3,
                              max_len=32, pooling="mean"))
     run = read_oof(tmp_path / "run")
-    y, scores = run.objective.oof_arrays(run.frame, comp.target_cols)
+    y, scores = run.objective.outputs.oof_arrays(run.frame, comp.target_cols)
     assert np.isfinite(scores).all() and np.isfinite(metrics["cv"])
 
 

@@ -155,7 +155,7 @@ def test_a_multilabel_runs_oof_figures_are_probabilities_per_label(tmp_path):
     df = pd.DataFrame({"id": [f"c{i}" for i in range(n)], "comment_text": "a comment",
                        **{c: y[:, j] for j, c in enumerate(labels)}})
     folds = np.arange(n) % 4
-    frame = MULTILABEL.oof_frame(df["id"], df, y, prob, list(labels), None, folds)
+    frame = MULTILABEL.outputs.oof_frame(df["id"], df, y, prob, list(labels), None, folds)
     run = tmp_path / "multilabel-run"
     runs.write_oof(run, frame)
     runs.write_folds(run, df["id"], folds)
@@ -176,7 +176,7 @@ def test_a_multilabel_runs_oof_figures_are_probabilities_per_label(tmp_path):
     plt.close(fig)
     # Notebook 03's figure of a blend of two such runs: scored by ROC AUC, weights per label.
     other = tmp_path / "other-run"
-    runs.write_oof(other, MULTILABEL.oof_frame(df["id"], df, y, prob[::-1], list(labels), None, folds))
+    runs.write_oof(other, MULTILABEL.outputs.oof_frame(df["id"], df, y, prob[::-1], list(labels), None, folds))
     runs.write_folds(other, df["id"], folds)
     runs.write_metrics(other, {"competition": comp.to_dict(), "metric": comp.metric_name, "cv": 0.5})
     report = ensemble.blend_report([run, other])

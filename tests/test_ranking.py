@@ -71,7 +71,8 @@ def test_a_multiclass_competition_answers_its_top_k_classes_scored_by_map_at_k()
     assert comp.metric_name == "map@3" and comp.ranking and comp.answer_column == "Category"
     from utils.objective import objective_of
 
-    cols = objective_of(comp).submission_columns(comp, np.array([[0.1, 0.5, 0.3, 0.1]]), ["a", "b", "c", "d"], None)
+    cols = objective_of(comp).outputs.submission_columns(comp, np.array([[0.1, 0.5, 0.3, 0.1]]), ["a", "b", "c", "d"],
+                                                         None)
     assert cols == {"Category": ["b c a"]}
 
 
@@ -310,7 +311,7 @@ def test_a_retriever_trains_through_the_loop_reports_unseen_items_and_resumes(tm
     out = capsys.readouterr().out
     assert "valid map@25" in out and "unseen_share" in out
     run = read_oof(tmp_path / "run")
-    y, scores = run.objective.oof_arrays(run.frame, comp.target_cols)
+    y, scores = run.objective.outputs.oof_arrays(run.frame, comp.target_cols)
     # The CV is the metric of oof.csv as written: each query ranked against the whole catalogue.
     assert metrics["cv"] == pytest.approx(get_metric("map@25").score(y, scores))
     assert all(len(c.split()) == 30 for c in run.frame["candidates"])  # 30 items: all of them, ranked
@@ -332,7 +333,7 @@ def test_a_multiple_choice_scorer_trains_and_its_oof_lists_every_option_best_fir
     assert np.allclose(probs.sum(1), 1)
     best = ["".join(np.array(list("ABCDE"))[np.argsort(-p, kind="stable")]) for p in probs]
     assert [p.replace(" ", "") for p in run.frame["pred"]] == best
-    y, p = run.objective.oof_arrays(run.frame, comp.target_cols)
+    y, p = run.objective.outputs.oof_arrays(run.frame, comp.target_cols)
     assert metrics["cv"] == pytest.approx(get_metric("map@3").score(y, p))
 
 
@@ -400,13 +401,13 @@ def test_retrievers_blend_their_fused_ranks_with_weights_fitted_on_the_other_fol
     items = read_catalogue(comp, data)
     sims = [predict.predict_run(r, shape_of(comp).inputs(comp, test), items=items["text"].tolist(), progress=False)
             for r in runs]
-    fused = sum(w * RETRIEVAL.blend_scores(s) for w, s in zip(report["weights"], sims))
+    fused = sum(w * RETRIEVAL.outputs.blend_scores(s) for w, s in zip(report["weights"], sims))
     expect = [" ".join(items["id"].to_numpy()[np.argsort(-f, kind="stable")[:25]]) for f in fused]
     assert pd.read_csv(out, dtype=str)["MisconceptionId"].tolist() == expect
     # A run's fused scores keep its order: its top 25 as the run alone answers.
     alone = [" ".join(items["id"].to_numpy()[np.argsort(-s, kind="stable")[:25]]) for s in sims[0]]
     assert alone == [" ".join(items["id"].to_numpy()[np.argsort(-f, kind="stable")[:25]])
-                     for f in RETRIEVAL.blend_scores(sims[0])]
+                     for f in RETRIEVAL.outputs.blend_scores(sims[0])]
 
 
 def test_init_recognises_options_a_catalogue_and_says_what_to_write_for_a_wide_table(tmp_path):
@@ -532,7 +533,7 @@ def test_a_reranker_trains_on_out_of_fold_candidates_and_its_cv_is_the_final_ran
     out = read_oof(tmp_path / "rerank")
     assert json.loads((tmp_path / "rerank" / "config.json").read_text())["train_options"] == 4
     assert "train_options" not in json.loads((tmp_path / "run" / "config.json").read_text())  # a retriever's
-    y, p = out.objective.oof_arrays(out.frame, ("answer",))
+    y, p = out.objective.outputs.oof_arrays(out.frame, ("answer",))
     assert (y == -1).sum() == (table["answer"] == "none").sum()
     expect = np.mean([1 / (1 + list(np.argsort(-pi, kind="stable")).index(t)) if t >= 0 else 0.0
                       for t, pi in zip(y, p)])  # one true item: 1/rank, 0 when not among the candidates

@@ -145,9 +145,9 @@ def test_the_out_of_fold_file_keeps_enough_candidates_for_a_large_answer_k():
     ids = [str(i) for i in range(300)]
     df = pd.DataFrame({"item": [ids[t] for t in truth]})
     obj = objective_of(comp)
-    oof = obj.oof_frame(np.arange(40), df, truth, sims, comp.target_cols, ids, 0)
+    oof = obj.outputs.oof_frame(np.arange(40), df, truth, sims, comp.target_cols, ids, 0)
     assert all(len(c.split()) == 150 for c in oof["candidates"])
-    y, scores = obj.oof_arrays(oof, comp.target_cols)
+    y, scores = obj.outputs.oof_arrays(oof, comp.target_cols)
     submitted = get_metric("map@150").score(truth, sims)
     assert submitted > 0 and get_metric("map@150").score(y, scores) == pytest.approx(submitted)
 

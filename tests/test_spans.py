@@ -1018,7 +1018,7 @@ def test_review_defects_of_the_span_rows(tmp_path):
     pd.DataFrame({"id": ["a", "b"], "selected_text": ["NA", "None"], "pred": ["None", ""], "fold": 0}).to_csv(
         tmp_path / "oof.csv", index=False)
     frame = read_oof_csv(tmp_path / "oof.csv")
-    y, p = objective_of(BUILTIN[TWEET]).oof_arrays(frame, ["selected_text"])
+    y, p = objective_of(BUILTIN[TWEET]).outputs.oof_arrays(frame, ["selected_text"])
     assert list(y) == ["NA", "None"] and list(p) == ["None", ""]
 
 
@@ -1136,7 +1136,7 @@ def test_a_one_head_span_metric_fits_each_folds_threshold_without_its_rows():
     from utils.objective import Decoded, objective_of
 
     obj = objective_of(BUILTIN[NBME])
-    metric = obj.blend_metric_of(METRICS["char_f1"])
+    metric = obj.outputs.blend_metric_of(METRICS["char_f1"])
     assert isinstance(metric, Decoded) and metric.rule == "threshold"
     text = "pain in the left chest"
     levels = {0: (0.75, 0.55), 1: (0.45, 0.25), 2: (0.65, 0.35)}  # (span characters, the others) per fold

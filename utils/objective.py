@@ -167,25 +167,6 @@ class Objective:
         (utils.metrics.check_on_sample)."""
         raise NotImplementedError
 
-    # ---- the run's files, asked of the objective by callers older than utils.outputs
-    def oof_frame(self, ids, df, y, pred, target_cols, labels, fold) -> pd.DataFrame:
-        return self.outputs.oof_frame(ids, df, y, pred, target_cols, labels, fold)
-
-    def oof_arrays(self, oof, target_cols) -> tuple[np.ndarray, np.ndarray]:
-        return self.outputs.oof_arrays(oof, target_cols)
-
-    def blend_metric_of(self, metric):
-        return self.outputs.blend_metric_of(metric)
-
-    def blend_scores(self, pred: np.ndarray) -> np.ndarray:
-        return self.outputs.blend_scores(pred)
-
-    def run_output(self, pred: np.ndarray) -> np.ndarray:
-        return self.outputs.run_output(pred)
-
-    def submission_columns(self, comp, preds, names, rule, test=None) -> dict:
-        return self.outputs.submission_columns(comp, preds, names, rule, test)
-
 
 def _weighted_mean(per_row, weight):
     """The mean of a per-row loss (B,), weighted by `weight` (B,) when given."""

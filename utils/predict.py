@@ -152,7 +152,7 @@ def predict_run(run, texts, **kw) -> np.ndarray:
     """Average over a run's folds: (N,) for one target, (N, T) for several, (N, K) class probs.
     Keywords as predict_folds."""
     p = np.mean(list(predict_folds(run, texts, **kw).values()), axis=0)
-    return get_objective(run_spec(run)["task"]).run_output(p)
+    return get_objective(run_spec(run)["task"]).outputs.run_output(p)
 
 
 def decision_rule(runs, blend: dict | None = None) -> dict | None:
@@ -177,7 +177,7 @@ def predict(runs, texts, weights=None, timings: dict | None = None, **kw) -> np.
     check_runs(runs)  # from saved files, before any model loads: one competition, the same outputs
     w = normalize_weights(weights, len(runs))
     # Several runs blend what their out-of-fold files weighed (a retriever's: its top candidates by rank).
-    weighed = objective_of(run_competition(runs[0])).blend_scores if len(runs) > 1 else (lambda p: p)
+    weighed = objective_of(run_competition(runs[0])).outputs.blend_scores if len(runs) > 1 else (lambda p: p)
     total = 0.0
     for run, wi in zip(runs, w):
         t0 = time.time()
@@ -207,7 +207,7 @@ def submission_frame(comp: Competition, test: pd.DataFrame, preds: np.ndarray, s
     preds = preds if preds.ndim == 3 else preds.reshape(len(test), -1)  # (N, C, heads): a span task's characters
     sub = pd.DataFrame({comp.id_col: test[comp.id_col].astype(str).to_numpy()})
     names = list((spec or {}).get("target_names") or comp.target_cols)
-    for col, values in objective_of(comp).submission_columns(comp, preds, names, rule, test).items():
+    for col, values in objective_of(comp).outputs.submission_columns(comp, preds, names, rule, test).items():
         sub[col] = values
     return sub
 
