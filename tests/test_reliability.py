@@ -273,3 +273,35 @@ def test_folder_saved_by_either_transformers_version_loads(runs, tmp_path, token
     assert np.allclose(predict_run(run, texts, progress=False), expected, atol=1e-6)
     _, tok = TextModel.load(run / "fold0")
     assert tok.pad_token_id == 0 and tok("the cat")["input_ids"][0] == tok.cls_token_id
+
+
+def test_a_kill_between_the_two_renames_of_a_save_keeps_the_old_state(tmp_path, monkeypatch):
+    """A fold's state is saved with files.atomic_dir, which renames the old state aside before the
+    new one comes in: a kill between the two renames leaves the old state, which the next run
+    finds (resume.pending, the saved progress), not nothing and a restart from step 0."""
+    import os
+
+    from utils import files, resume
+
+    def save(step: int) -> None:
+        with files.atomic_dir(resume.folder(tmp_path, 0)) as tmp:
+            (tmp / resume.SUMMARY).write_text(json.dumps({"step": step, "epoch": 0, "micro_batch": 8}))
+            (tmp / resume.STATE).write_bytes(b"state")
+
+    save(10)
+    real = os.replace
+
+    def killed(src, dst):  # the process dies as the new state is renamed into place
+        if str(src).endswith(".tmp"):
+            raise KeyboardInterrupt
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save(20)
+    monkeypatch.undo()
+    assert resume.pending(tmp_path) == [0] and resume.saved_micro_batch(tmp_path, 0) == 8
+    assert json.loads((resume.folder(tmp_path, 0) / resume.SUMMARY).read_text())["step"] == 10
+    save(30)  # and the next save replaces it as usual, leaving nothing aside
+    assert json.loads((resume.folder(tmp_path, 0) / resume.SUMMARY).read_text())["step"] == 30
+    assert sorted(p.name for p in (tmp_path / "resume").iterdir()) == ["fold0"]

@@ -79,19 +79,38 @@ def write_csv(path, df) -> None:
 
 @contextlib.contextmanager
 def atomic_dir(path):
-    """Yield a temp folder beside `path`; on success it replaces `path` in one rename."""
-    path = Path(path)
+    """Yield a temp folder beside `path`; on success it replaces `path`: the old folder is renamed
+    aside (.NAME.old), the new one renamed into place, then the old one removed. A kill at any
+    point leaves the old folder or the new one, never neither: `recover` puts the old one back
+    when the kill fell between the two renames."""
+    path = recover(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     os.chmod(tmp, 0o755)  # mkdtemp's 0700 would survive the rename
+    old = _aside(path)
     try:
         yield tmp
         if path.exists():
-            shutil.rmtree(path)
+            os.replace(path, old)
         os.replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _aside(path: Path) -> Path:
+    return path.with_name(f".{path.name}.old")
+
+
+def recover(path) -> Path:
+    """`path`, with the folder atomic_dir had renamed aside put back when a kill fell between its
+    two renames (the new folder never arrived)."""
+    path = Path(path)
+    old = _aside(path)
+    if old.is_dir() and not path.exists():
+        os.replace(old, path)
+    return path
 
 
 def fold_dirs(run, required: bool = True) -> list:

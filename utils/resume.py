@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .files import atomic_dir, write_json
+from .files import atomic_dir, recover, write_json
 
 STATE, SUMMARY = "state.pt", "progress.json"
 
@@ -51,12 +51,14 @@ class Progress:
 
 
 def folder(out, fold: int) -> Path:
-    return Path(out) / "resume" / f"fold{fold}"
+    return recover(Path(out) / "resume" / f"fold{fold}")  # a state a kill left aside mid-save: back
 
 
 def pending(out) -> list:
     """Folds of a run that have a saved state (unfinished, resumable)."""
     root = Path(out) / "resume"
+    for aside in root.glob(".fold[0-9]*.old") if root.is_dir() else []:
+        recover(root / aside.name[1:-4])
     return sorted(int(p.name[4:]) for p in root.glob("fold[0-9]*") if (p / STATE).is_file()) if root.is_dir() else []
 
 
