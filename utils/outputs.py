@@ -141,9 +141,14 @@ class ClassificationOutputs(Outputs):
     def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
         """A classifier's `pred` is the likeliest class seen in training (--num-labels above the
         classes seen: an unseen class has no name)."""
+        return self._class_frame(ids, df, pred, target_cols, labels, fold,
+                                 [labels[j] for j in pred[:, : len(labels)].argmax(1)])
+
+    def _class_frame(self, ids, df, pred, target_cols, labels, fold, answers) -> pd.DataFrame:
+        """id, the label as written, pred (`answers`), prob_<label> per class, fold."""
         oof = pd.DataFrame({"id": np.asarray(ids)})
         oof[target_cols[0]] = df[target_cols[0]].to_numpy()
-        oof["pred"] = [labels[j] for j in pred[:, : len(labels)].argmax(1)]
+        oof["pred"] = answers
         for j, c in enumerate(self.prediction_columns(target_cols, labels)):
             oof[c] = pred[:, j]
         oof["fold"] = fold
@@ -216,14 +221,9 @@ class MultipleChoiceOutputs(ClassificationOutputs):
     -1); the submission the top answer_k options."""
 
     def oof_frame(self, ids, df, y, pred, target_cols, labels, fold):
-        oof = pd.DataFrame({"id": np.asarray(ids)})
-        oof[target_cols[0]] = df[target_cols[0]].to_numpy()
         names = np.asarray([str(lab) for lab in labels], dtype=object)
-        oof["pred"] = [" ".join(r) for r in names[np.argsort(-pred, 1, kind="stable")]]  # every option, best first
-        for j, c in enumerate(self.prediction_columns(target_cols, labels)):
-            oof[c] = pred[:, j]
-        oof["fold"] = fold
-        return oof
+        best_first = [" ".join(r) for r in names[np.argsort(-pred, 1, kind="stable")]]  # every option
+        return self._class_frame(ids, df, pred, target_cols, labels, fold, best_first)
 
     def oof_arrays(self, oof, target_cols):
         labels = self.oof_labels(oof.columns)
