@@ -204,6 +204,28 @@ def test_decode_threshold_by_hand_strictly_above_stripped_and_joined_over_whites
         decode_threshold(np.ones(3), 0.5, "abcd")
 
 
+def test_a_trailing_combining_mark_stays_with_its_letter_through_decoding(tiny_mpnet):
+    """"cafe\u0301" (e + a combining accent): the tokenizer's normalizer strips the accent, so no
+    token's offsets cover it; a perfect prediction for the word's token decodes to the whole word,
+    accent included, with one head (a probability per character) and with two (start and end)."""
+    from utils.model import load_tokenizer
+    from utils.spans import char_scores, decode, span_text
+
+    text = "the cafe\u0301 sat"
+    enc = load_tokenizer(tiny_mpnet)(text, return_offsets_mapping=True)
+    offsets = enc["offset_mapping"]
+    word = [i for i, (s, e) in enumerate(offsets) if (s, e) == (4, 8)]
+    assert word and not any(s <= 8 < e for s, e in offsets)  # the accent (character 8) has no token
+    one = np.zeros((len(offsets), 1))
+    one[word] = 1.0
+    two = np.zeros((len(offsets), 2))
+    two[word[0], 0] = two[word[-1], 1] = 1.0
+    for probs in (one, two):
+        got = decode(text, char_scores(offsets, probs, len(text), text=text))
+        assert span_text(text, got) == "cafe\u0301", got
+    assert decode("cafe\u0301", np.array([[1.0]] * 4 + [[0.0]])) == ((0, 5),)
+
+
 def _brute_best(s, e, max_len=None):
     best = None
     for i in range(len(s)):

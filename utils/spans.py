@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import unicodedata
 from collections import deque
 
 import numpy as np
@@ -421,12 +422,26 @@ def decode(text: str, scores, threshold: float = 0.5) -> tuple:
     if not len(text):
         return ()
     if scores.shape[1] == 1:
-        return decode_threshold(scores[:, 0], threshold, text)
+        return with_marks(decode_threshold(scores[:, 0], threshold, text), text)
     start, end = np.log(scores[:, 0] + 1e-12), np.log(scores[:, 1] + 1e-12)
     if not (np.isfinite(start).any() and np.isfinite(end).any()):
         return ()  # NaN scores (a diverged model): no answer, scored as such
     s, e = best_span(start, end)
-    return strip_spans(((s, e),), text)
+    return with_marks(strip_spans(((s, e),), text), text)
+
+
+def with_marks(spans, text: str) -> tuple:
+    """Spans whose edges keep a letter's combining marks: "cafe\u0301" (e + accent, as some keyboards
+    type é) ends after the accent, which a tokenizer's normalizer may drop from every token's
+    offsets (no character score of its own: a span decoded from the letters alone would cut it)."""
+    out = []
+    for s, e in spans:
+        while s > 0 and unicodedata.combining(text[s]):
+            s -= 1
+        while e < len(text) and unicodedata.combining(text[e]):
+            e += 1
+        out.append((s, e))
+    return tuple(out)
 
 
 def span_text(text: str, spans) -> str:
