@@ -305,3 +305,14 @@ def test_a_kill_between_the_two_renames_of_a_save_keeps_the_old_state(tmp_path, 
     save(30)  # and the next save replaces it as usual, leaving nothing aside
     assert json.loads((resume.folder(tmp_path, 0) / resume.SUMMARY).read_text())["step"] == 30
     assert sorted(p.name for p in (tmp_path / "resume").iterdir()) == ["fold0"]
+
+
+def test_a_backbone_with_truncated_weights_is_one_line_naming_it(tiny_bert, tiny_csv, tmp_path, capsys):
+    """A backbone folder whose model.safetensors was cut short (an interrupted copy or download):
+    one line naming the folder, not safetensors' traceback."""
+    model = tmp_path / "bert"
+    shutil.copytree(tiny_bert, model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    assert train_cli.main(train_argv(tiny_csv, tmp_path / "run", model, "--max-steps", 1)) == 2
+    assert_one_line_error(capsys.readouterr().err, f"the weights of {model} are corrupt or incomplete")

@@ -29,6 +29,7 @@ from .files import BACKBONE_CONFIG, FILES_NEEDED, KIT_CONFIG, VOCAB_FILES, WEIGH
 from .fold import FoldRecord, ModelSpec, read_fold, write_record
 from .pooling import build_pooling
 
+_SAFETENSORS_ERRORS = tuple(e for e in (getattr(__import__("safetensors"), "SafetensorError", None),) if e)
 # transformers 5 names the dtype to load in `dtype`; 4.x, `torch_dtype`.
 _DTYPE_KEY = "dtype" if int(__import__("transformers").__version__.split(".")[0]) >= 5 else "torch_dtype"
 
@@ -98,6 +99,17 @@ def quiet_head_report():
     finally:
         for h in handlers:
             h.removeFilter(drop)
+
+
+@contextlib.contextmanager
+def readable_weights(source):
+    """One line naming a backbone whose weights file is truncated or corrupt (safetensors' own
+    error, a traceback, otherwise)."""
+    try:
+        yield
+    except _SAFETENSORS_ERRORS as e:
+        raise ValueError(f"the weights of {source} are corrupt or incomplete ({e}): copy or download the model "
+                         "again") from None
 
 
 def encoder_layers(backbone: nn.Module) -> nn.ModuleList:
@@ -180,7 +192,7 @@ class TextModel(nn.Module):
                 kw["device_map"] = device_map
                 if max_memory:
                     kw["max_memory"] = max_memory
-            with quiet_head_report():
+            with quiet_head_report(), readable_weights(source):
                 backbone = AutoModel.from_pretrained(source, config=config, **kw)
             if device_map is None:
                 backbone = backbone.to(dtype)
@@ -191,7 +203,7 @@ class TextModel(nn.Module):
                 if p.requires_grad:  # the adapters train in fp32 on a half base
                     p.data = p.data.float()
         else:
-            with quiet_head_report():
+            with quiet_head_report(), readable_weights(source):
                 backbone = AutoModel.from_pretrained(source, config=config, **kw).float()
         if reinit_layers > 0:
             std = getattr(config, "initializer_range", 0.02)
