@@ -748,6 +748,29 @@ def test_tweet_labels_not_in_their_text(tmp_path, capsys):
         read_table(BUILTIN[TWEET], tmp_path, "train")
 
 
+def test_a_span_run_refuses_to_go_on_with_a_changed_joined_table(tmp_path, tiny_bert, capsys):
+    """NBME's rows are train.csv joined with patient_notes.csv and features.csv: a changed note or
+    feature text is another run's input, refused in one line like a changed train.csv, not trained on
+    beside the folds of the old one."""
+    from helpers import assert_one_line_error, one_fold_argv
+
+    from utils.train import main as train_main
+
+    data = nbme_folder(tmp_path / "data")
+    argv = [*one_fold_argv(data / "train.csv", tiny_bert, tmp_path / "run", "--competition", NBME, "--max-len",
+                           "16"), "--max-steps", "1"]
+    assert train_main(argv) == 0
+    notes = pd.read_csv(data / "patient_notes.csv")
+    for table, edit in (("patient_notes.csv", lambda t: t.assign(pn_history=t.pn_history + " birds sing")),
+                        ("features.csv", lambda t: t.assign(feature_text="sun-OR-cat"))):
+        before = (data / table).read_text()
+        edit(pd.read_csv(data / table, dtype=str)).to_csv(data / table, index=False)
+        assert train_main([*argv, "--only-folds", "1"]) == 2, table
+        assert_one_line_error(capsys.readouterr().err, "joins_sha256 changed (the tables joined onto --train-csv)")
+        (data / table).write_text(before)
+    assert len(notes) == 8 and train_main([*argv, "--only-folds", "1"]) == 0  # as it was: the run goes on
+
+
 def test_a_missing_feature_and_a_missing_condition_are_one_line(tmp_path):
     from utils.competition import BUILTIN
     from utils.data import DataError

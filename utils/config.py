@@ -22,7 +22,7 @@ from .competition import (
 from .files import content_sha256, file_sha256  # noqa: F401 (re-exported)
 from .objective import OBJECTIVES, REGRESSION, objective_of
 from .pooling import NO_POOLING, POOLING_MODES
-from .tables import catalogue_path
+from .tables import catalogue_path, join_path
 
 # Without --competition, the column flags' defaults are the default competition's (CommonLit).
 _DEFAULT = BUILTIN[DEFAULT]
@@ -240,7 +240,16 @@ def check_settings(cfg: TrainConfig, comp: Competition) -> None:
 CONTENT_KEYS = {"train_csv_sha256": "--train-csv's content", "folds_csv_sha256": "--folds-csv's content",
                 "model_sha256": "the --model folder's files", "pseudo_sha256": "--pseudo-csv's content",
                 "competition_sha256": "--competition's file", "metric_sha256": "the competition's metric_file",
-                "catalogue_sha256": "the catalogue file's content"}
+                "catalogue_sha256": "the catalogue file's content",
+                "joins_sha256": "the tables joined onto --train-csv"}
+
+
+def _joins_sha256(comp: Competition, train_csv) -> str:
+    """One sha256 over the tables the description joins onto the training file, by name and content."""
+    digest = hashlib.sha256()
+    for file in sorted({file for file, *_ in comp.train_joins}):
+        digest.update(f"{file}\0{content_sha256(join_path(Path(train_csv).parent, file))}\0".encode())
+    return digest.hexdigest()
 
 
 def identity(cfg: TrainConfig, comp: Competition) -> dict:
@@ -267,6 +276,8 @@ def identity(cfg: TrainConfig, comp: Competition) -> dict:
             d["reshape_sha256"] = hashlib.sha256(comp.reshape_code.encode()).hexdigest()
     if comp.catalogue:  # a retriever ranks the items of this file: other items are another run
         d["catalogue_sha256"] = _catalogue_sha256(comp, cfg.train_csv)
+    if comp.train_joins:  # the tables joined onto each row (NBME's notes and features) are its input too
+        d["joins_sha256"] = _joins_sha256(comp, cfg.train_csv)
     if cfg.pseudo_csv and Path(cfg.pseudo_csv).is_file():
         # The file's content, not just its name: a resume cannot mix two sets of pseudo-labels.
         d["pseudo_sha256"] = content_sha256(cfg.pseudo_csv)
