@@ -63,6 +63,20 @@ class CompetitionError(ValueError):
     """A description that cannot be used; the message names the file and the field."""
 
 
+def template_columns(template: str) -> tuple:
+    """The columns a template names, in its order, once each ("{a}:{b}" -> ("a", "b"))."""
+    return tuple(dict.fromkeys(f for _, f, _, _ in string.Formatter().parse(template) if f))
+
+
+def join_labels(df: pd.DataFrame, template: str, missing: str = "") -> pd.Series:
+    """One label per row of `df`: `template` (e.g. "{Category}:{Misconception}") filled with the
+    row's values as written, a blank or missing part written `missing`."""
+    parts = {c: df[c].astype("string").str.strip().fillna("").replace("", missing)
+             for c in template_columns(template)}
+    rows = pd.DataFrame(parts, index=df.index).to_dict("records")
+    return pd.Series([template.format(**r) for r in rows], index=df.index, dtype=object)
+
+
 @dataclass(frozen=True)
 class Competition:
     slug: str  # Kaggle's competition slug (kaggle competitions download SLUG)
@@ -71,6 +85,8 @@ class Competition:
     text_cols: tuple = ("excerpt",)  # one column; two = a text pair; three or more: joined by {sep}
     text_template: str = ""  # columns into one text, e.g. "{keyword}: {text}" or "{a}{sep}{b}"; "" = none
     target_cols: tuple = ("target",)
+    label_template: str = ""  # the target joined from training columns, e.g. "{Category}:{Misconception}"
+    label_missing: str = ""  # how a label_template writes a blank part (e.g. "NA"); "" = left empty
     task: str = "regression"  # regression | multi_regression | binary | multiclass | ordinal | multilabel
     metric: str = ""  # "" = the task's default (rmse, mcrmse, f1, accuracy, qwk, roc_auc)
     metric_file: str = ""  # a Python file beside this description defining `metric` (a utils.metrics.Metric)
@@ -179,6 +195,7 @@ class Competition:
             if not used - {"sep"} or not used <= {*self.text_cols, "sep"}:
                 bad("text_template", f"{self.text_template!r} must use only text_cols {list(self.text_cols)} "
                     "(and {sep}: the backbone's separator token)")
+        self._check_label_template(bad)
         obj = self.objective
         if self.submission_kind not in obj.submissions:
             bad("submission", f"a {self.task} model's submission holds {' or '.join(obj.submissions)}, "
@@ -194,6 +211,35 @@ class Competition:
                 check_on_sample(METRICS[self.metric_name], y, pred, self.metric_file or "metric_code")
             except ValueError as e:
                 bad("metric_file", str(e))
+
+    def _check_label_template(self, bad) -> None:
+        """A joined target: one class label made of training columns, for a classification."""
+        if not self.label_template:
+            if self.label_missing:
+                bad("label_missing", "how a label_template writes a blank part: it needs the label_template")
+            return
+        try:
+            used = [f for _, f, _, _ in string.Formatter().parse(self.label_template) if f is not None]
+        except ValueError as e:
+            bad("label_template", f"{self.label_template!r} cannot be read ({e})")
+        if not used or "" in used:
+            bad("label_template", f"{self.label_template!r} must name the training columns it joins, e.g. "
+                "\"{Category}:{Misconception}\"")
+        if self.model_task != "classification" or len(self.target_cols) != 1:
+            bad("label_template", f"a joined label is one class label (task binary or multiclass with one target "
+                f"column, which it writes), not task {self.task!r} with targets {list(self.target_cols)}")
+        if self.target_cols[0] in used:
+            bad("label_template", f"the target {self.target_cols[0]!r} is what the template writes, not one of "
+                "the columns it joins")
+
+    @property
+    def label_columns(self) -> tuple:
+        """The training columns a label_template joins into the target (in its order), else ()."""
+        return template_columns(self.label_template)
+
+    def joined_labels(self, df: pd.DataFrame) -> pd.Series:
+        """The target of each row as label_template joins it (a blank part written label_missing)."""
+        return join_labels(df, self.label_template, self.label_missing)
 
     def _check_ranking(self, bad) -> None:
         """The ranking fields against the task: a catalogue for retrieval, options for multiple

@@ -20,12 +20,15 @@ import pandas as pd
 
 from . import spans
 from .cli import HelpFormatter, cli_error, first_paragraph
-from .competition import TASKS, Competition
+from .competition import TASKS, Competition, join_labels, template_columns
 from .data import DataError
 from .tables import join_key
 
 SHORT_TEXT = 64  # characters on average: a column this short is a phrase, not a document
 MIN_GROUPS = 10  # a repeating column proposes grouped folds when it has at least this many values
+N_FOLDS = 5  # the folds training makes by default: grouping needs at least this many groups
+CONDITION_WORDS = 4  # a condition (a rule, a question, a prompt) is a sentence: this many words on average
+CONDITION_SHARE = 0.1  # ... repeated: at most this share of the rows' count of distinct values
 
 
 def _read_head(path: Path, nrows: int) -> pd.DataFrame:
@@ -82,8 +85,64 @@ def _targets(tr: pd.DataFrame, train: str, sample: str, sub: pd.DataFrame) -> tu
         if values and values <= set(cols) and len(values) >= 2:
             return (str(c),), cols, [f"target {c!r} with classes {list(cols)} in the order of {sample}'s columns "
                                      f"(the submission holds one probability per class)"]
+    if len(cols) == 1 and label_join(tr, cols[0], sub[cols[0]]) is not None:
+        return cols, (), []  # a label joined from training columns (infer adds it and says why)
     raise DataError(f"{train} lacks {[c for c in cols if c not in tr.columns]} that {sample} names, and no "
                     f"column of it holds those labels: describe this competition by hand")
+
+
+def label_join(tr: pd.DataFrame, answer: str, cells: pd.Series) -> tuple | None:
+    """(label_template, label_missing, why) when every answer the sample submission writes (a
+    space-separated list of them, or one) is training columns' values joined by one separator
+    ("True_Correct:NA"), a part that no value matches being how the competition writes a missing
+    one (in a column that has missing cells); None otherwise. The columns are the ones the answer
+    column's name joins by the same separator when it does ("Category:Misconception"), else the
+    ones holding each part's values."""
+    tokens = sorted({t for c in cells.dropna().astype(str) for t in c.split()})
+    if not tokens:
+        return None
+    shared = set.intersection(*({ch for ch in t if not ch.isalnum() and ch not in "_-."} for t in tokens))
+    texty = [c for c in tr.columns if c != answer and not pd.api.types.is_numeric_dtype(tr[c])]
+    for sep in sorted(shared, key=lambda ch: answer.count(ch) != 1):  # the one the answer's name uses first
+        split = [t.split(sep) for t in tokens]
+        n = len(split[0])
+        if n < 2 or any(len(p) != n for p in split):
+            continue
+        named = answer.split(sep) if answer.count(sep) == n - 1 else []
+        cols, missing, missing_col = [], set(), ""
+        for i in range(n):
+            parts = {p[i] for p in split}
+            candidates = [c for c in ([named[i]] if named and named[i] in tr.columns else texty) if c not in cols]
+            for c in candidates:
+                values = set(tr[c].dropna().astype(str).str.strip())
+                unmatched = parts - values
+                if parts & values and (not unmatched or (len(unmatched) == 1 and tr[c].isna().any())):
+                    cols.append(c)
+                    missing |= unmatched
+                    missing_col = missing_col or (c if unmatched else "")
+                    break
+            else:
+                break
+        if len(cols) == n and len(missing) <= 1:
+            template = sep.join("{" + str(c) + "}" for c in cols)
+            marker = next(iter(missing), "")
+            said = f"; a missing {missing_col!r} written {marker!r}" if marker else ""
+            return template, marker, (f"target {answer!r}: the answers are {' and '.join(map(repr, cols))} joined by "
+                                      f"{sep!r} (label_template {template!r}{said}), one class per joined label")
+    return None
+
+
+def sample_values(sub: pd.DataFrame, targets: tuple) -> str:
+    """What the sample submission's target cells hold: "probabilities" (a fraction somewhere,
+    e.g. every row 0.5), "labels" (0/1, whole numbers or words) or "" (no cell to read)."""
+    cells = sub[[c for c in targets if c in sub.columns]]
+    if cells.empty or cells.isna().all(axis=None):
+        return ""
+    numbers = cells.apply(pd.to_numeric, errors="coerce")
+    if numbers.isna().any(axis=None):
+        return "labels"
+    x = numbers.to_numpy(dtype=float)
+    return "probabilities" if ((x > 0) & (x < 1) & (np.mod(x, 1) != 0)).any() else "labels"
 
 
 OFFSETS = re.compile(r"^\d+ \d+(;\d+ \d+)*$")  # a span as character offsets: "s e" or "s e;s e"
@@ -179,6 +238,40 @@ def _task(y: pd.DataFrame, targets: tuple, classes: tuple) -> tuple[str, tuple, 
     return "regression", (), ["task regression: a continuous numeric target"]
 
 
+def _answers(sub: pd.DataFrame, targets: tuple, task: str, classes: tuple) -> tuple[dict, list]:
+    """(the submission's fields: submission, answer_k, metric; why) from what the sample
+    submission's cells hold: a space-separated list answers a classification's top k (MAP@k);
+    fractions (a constant 0.5) are probabilities, scored by a probability metric (ROC AUC for two
+    classes, log loss for more); 0/1 or words are labels, scored by a thresholded one (the task's
+    default). {} when the sample says nothing the task's default does not."""
+    if task not in ("binary", "multiclass") or len(targets) != 1:
+        return {}, []
+    col = targets[0] if targets[0] in sub.columns else str(sub.columns[1])
+    if classes and tuple(map(str, sub.columns[1:])) == tuple(classes):  # one probability column per class
+        return ({"metric": "log_loss"} if len(classes) > 2 else {"metric": "roc_auc"}), [
+            f"metric {'log_loss' if len(classes) > 2 else 'roc_auc'}: the sample submission holds one probability "
+            "per class, a probability metric (check the competition's page)"]
+    lists = sub[col].dropna().astype(str).str.split()
+    k = int(lists.str.len().max()) if len(lists) else 0
+    if k > 1:
+        return {"submission": "ranking", "answer_k": k}, [
+            f"submission ranking, answer_k {k}, metric map@{k}: the sample's {col!r} lists {k} answers per row, best "
+            "first (the classes answered top k)"]
+    kind = sample_values(sub, (col,))
+    if kind == "probabilities":
+        metric = "roc_auc" if task == "binary" else "log_loss"
+        shown = sub[col].drop_duplicates().head(3).tolist()
+        return {"submission": "probabilities", "metric": metric}, [
+            f"metric {metric}, submission probabilities: the sample's {col!r} holds probabilities ({shown}), "
+            f"so a probability metric scores it ({'ROC AUC for a binary target' if task == 'binary' else 'log loss'}"
+            "; check the competition's page: log_loss is the other)"]
+    if kind == "labels":
+        metric = TASKS[task][1]
+        return {"metric": metric}, [f"metric {metric}: the sample's {col!r} holds labels, so a thresholded metric "
+                                    f"scores it; {metric} is the default for {task} (check the competition's page)"]
+    return {}, []
+
+
 def _id_like(name) -> bool:
     """A column named as an id (id, essay_id, prompt_id): a key, never text."""
     return str(name).lower().endswith("id")
@@ -192,7 +285,7 @@ def _written_text(values: pd.Series) -> bool:
     return not len(present) or pd.to_numeric(present, errors="coerce").isna().any()
 
 
-def _text_cols(tr: pd.DataFrame, te: pd.DataFrame, skip: set, train: str, test: str) -> tuple[tuple, list]:
+def _text_cols(tr: pd.DataFrame, te: pd.DataFrame, skip: set, train: str, test: str) -> tuple[tuple, list, str]:
     """(the input's text columns, why): every text column the train and test tables share, in the
     train table's order, when even the longest is a short phrase; else the longest text that is
     each row's own (not one repeated over many rows, such as a joined prompt). Types and lengths
@@ -207,15 +300,67 @@ def _text_cols(tr: pd.DataFrame, te: pd.DataFrame, skip: set, train: str, test: 
         how = "a text pair" if len(shared) == 2 else "joined by the backbone's separator token"
         return tuple(shared), [f"text_cols {shared}: every text column {train} and {test} share, {how}: even the "
                                f"longest is a short phrase (mean characters in {train}: {sizes}); reorder them or "
-                               "write a text_template (e.g. \"{a}{sep}{b}\") to change the input"]
+                               "write a text_template (e.g. \"{a}{sep}{b}\") to change the input"], ""
     own = [c for c in shared if tr[c].nunique() >= 0.5 * len(tr)] or shared
-    text = max(own, key=lengths.get)
-    others = [c for c in shared if c != text]
+    examples = numbered(own)
+    text = max([c for c in own if c not in examples] or own, key=lengths.get)
+    condition, why = _condition(tr, [c for c in shared if c not in own], text, lengths, train)
+    others = [c for c in shared if c not in (text, condition, *examples)]
+    if examples:
+        first = examples[0]
+        why.append(f"not used: {', '.join(examples)}, numbered columns of texts: worked examples"
+                   + (f" of {condition!r}" if condition else "") + ". Into the input with a text_template (e.g. "
+                   f"\"{{{condition or first}}}{{sep}}{{{first}}}{{sep}}{{{text}}}\", text_cols naming them, the text "
+                   "judged last), or, with a reshape, as extra labelled rows (an example column per label)")
+    if condition:
+        return (condition, text), why, condition
     return (text,), [f"text column {text!r}: the longest text ({lengths[text]:.0f} characters on average in "
                      f"{train}) of "
                      f"the columns {train} and {test} share that is each row's own" + (
                          f"; not used: {', '.join(others)} (a text pair [{others[0]}, {text}] or a text_template "
-                         "would add them)" if others else "")]
+                         "would add them)" if others else "")] + why, ""
+
+
+def numbered(columns) -> list:
+    """The columns named as a numbered series (positive_example_1, positive_example_2): two or
+    more sharing a stem followed by a number."""
+    stems = {c: re.sub(r"[_\- ]?\d+$", "", str(c)) for c in columns if re.search(r"\d$", str(c))}
+    counts = pd.Series(list(stems.values())).value_counts()
+    return [c for c, stem in stems.items() if counts.get(stem, 0) >= 2]
+
+
+def _condition(tr: pd.DataFrame, repeated: list, text: str, lengths: dict, train: str) -> tuple[str, list]:
+    """(the column each row is judged against, or "", why): a sentence (a rule, a question, a
+    prompt) repeated over many rows, present in nearly every row; the shortest when several are. A
+    tag of a word or two (a keyword, a subreddit) is not one: it is listed, not used."""
+    found = []
+    for c in repeated:
+        present = tr[c].notna().mean()
+        cell = tr[c].dropna().astype(str)
+        words = float(cell.str.split().str.len().mean()) if len(cell) else 0.0
+        k = tr[c].nunique()
+        if present >= 0.9 and words >= CONDITION_WORDS and 2 <= k <= max(2, CONDITION_SHARE * len(tr)):
+            found.append((lengths[c], c, k, words))
+    if not found:
+        return "", []
+    _, c, k, words = min(found)  # the shortest: a question, not the article it is about
+    return c, [f"text_cols [{c!r}, {text!r}]: a text pair, {text!r} judged against the condition {c!r} (a sentence of "
+               f"{words:.0f} words on average repeated over the rows: {k} distinct in {len(tr)} rows of {train}); the "
+               f"text judged is second, so a long one is what truncation cuts"]
+
+
+def _condition_folds(tr: pd.DataFrame, te: pd.DataFrame, condition: str, test: str) -> tuple[str, list]:
+    """(the column to group folds by, or "", why): the condition when the test file holds values
+    of it that training never had (so CV must score conditions a model never saw)."""
+    seen = set(tr[condition].dropna().astype(str))
+    unseen = sorted(set(te[condition].dropna().astype(str)) - seen)
+    k = len(seen)
+    if not unseen:
+        return "", [f"folds not grouped by {condition!r}: every value of it in {test} is one training has"]
+    more = f"; only {k} in training: train with --folds {k} (grouped folds need one value per fold at least)" \
+        if k < N_FOLDS else ""
+    return condition, [f"folds grouped by {condition!r}: {len(unseen)} of its values in {test} are none of training's "
+                       f"{k} (e.g. {unseen[0][:60]!r}), so a fold must score conditions its model never saw{more}"]
 
 
 def _group(tr: pd.DataFrame, text_cols: tuple, keys: tuple) -> tuple[str, list]:
@@ -291,11 +436,13 @@ def _ranking(data_dir: Path, files: set, sample: str, sub: pd.DataFrame):
                 if not target:
                     raise DataError(f"{train} has no column {answer!r} naming each row's true item of {f}: "
                                     "describe this competition by hand (task retrieval)")
-                text, w = _text_cols(tr, tr, {id_col, target}, train, train)
+                text, w, _ = _text_cols(tr, tr, {id_col, target}, train, train)
                 why += [f"catalogue {list(catalogue)}: {f}'s ids are what {sample} lists"] + w
                 return Competition(slug=data_dir.resolve().name, id_col=id_col, text_cols=text,
                                    target_cols=(target,), task="retrieval", catalogue=catalogue, answer_k=k,
                                    train_file=train, test_file=test, sample_submission=sample), why
+    if label_join(tr, answer, sub[answer]) is not None:
+        return None  # classes joined from training columns, answered top k (infer's classification)
     raise DataError(f"{sample} answers a list of {k} ({answer!r}) but no column of {train} nor any table beside it "
                     "holds what it lists: describe this competition by hand (task retrieval or multiple_choice)")
 
@@ -320,20 +467,31 @@ def infer(data_dir) -> tuple[Competition, list]:
     why += w
     targets, classes, w = _targets(tr, train, sample, sub)
     why += w
+    joined = label_join(tr, targets[0], sub[targets[0]]) if targets[0] not in tr.columns else None
+    label = {}
+    if joined is not None:  # the target is training columns joined: written as the sample writes it
+        label = dict(label_template=joined[0], label_missing=joined[1])
+        tr = tr.assign(**{targets[0]: join_labels(tr, *joined[:2])})
+        why.append(joined[2])
     found = _spans(tr, train, targets)
     y = tr[list(targets)]
     task, classes, w = _task(y, targets, classes) if found is None else ("spans", (), [])
     why += w
+    answers, w = _answers(sub, targets, task, classes)
+    why += w
     keys = tuple(k for _, k in (*train_joins, *test_joins))
     spans_kw = {}
+    condition = ""
     if found is None:
-        text_cols, w = _text_cols(tr, te, {id_col, *targets, *keys}, train, test)
+        skip = {id_col, *targets, *keys, *template_columns(label.get("label_template", ""))}
+        text_cols, w, condition = _text_cols(tr, te, skip, train, test)
     else:  # the spans' text and its condition (_span_fields says why)
         spans_kw, w = _span_fields(tr, te, found, targets[0], {id_col, *targets, *keys})
         text_cols = spans_kw.pop("text_cols")
     why += w
-    metric = "roc_auc" if task == "multilabel" else TASKS[task][1]
-    if found is None:
+    said = bool(answers)  # the sample's cells chose the metric (_answers said why)
+    metric = answers.pop("metric", "") or ("roc_auc" if task == "multilabel" else TASKS[task][1])
+    if found is None and not said:
         why.append(f"metric {metric}: the default for {task} (check the competition's page: e.g. pearson, "
                    "spearman, roc_auc, log_loss, or a metric_file of your own)")
     rng = ()
@@ -341,13 +499,17 @@ def infer(data_dir) -> tuple[Competition, list]:
         rng = (float(y.min().min()), float(y.max().max()))
         why.append(f"target_range [{rng[0]:g}, {rng[1]:g}]: the training targets' range (outside it a target is "
                    "refused; predictions are clipped to it)")
-    group, w = _group(tr, text_cols, tuple(k for _, k in train_joins))
+    group, w = _condition_folds(tr, te, condition, test) if condition else ("", [])
     why += w
+    if not group:
+        group, w = _group(tr, tuple(c for c in text_cols if c != condition), tuple(k for _, k in train_joins))
+        why += w
+    if "submission" not in answers and classes and len(targets) == 1 and classes == tuple(map(str, sub.columns[1:])):
+        answers["submission"] = "probabilities"
     comp = Competition(slug=data_dir.resolve().name, id_col=id_col, text_cols=text_cols, target_cols=targets,
                        task=task, metric=spans_kw.pop("metric", metric if metric != TASKS[task][1] else ""),
-                       target_range=rng, **spans_kw,
-                       classes=tuple(classes), submission="probabilities" if classes and len(targets) == 1
-                       and classes == tuple(map(str, sub.columns[1:])) else "",
+                       target_range=rng, **spans_kw, **label, **answers,
+                       classes=tuple(classes),
                        train_file=train, test_file=test, sample_submission=sample, train_joins=train_joins,
                        test_joins=test_joins, folds="group" if group else "stratified", group_col=group)
     why.append(f"slug {comp.slug!r}: the folder's name (set it to the competition's Kaggle slug)")

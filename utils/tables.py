@@ -81,6 +81,8 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
         df = df.merge(table, on=key, how="left", suffixes=("", f"_{Path(file).stem}"))
     if joins:
         name = f"{name} (with {', '.join(j[0] for j in joins)} joined)"
+    if split == "train" and comp.label_template:
+        df = with_joined_labels(comp, df, name)
     if comp.reshape:
         df = reshaped(comp.reshape, df, split, name)
         if comp.id_col in df.columns:
@@ -101,6 +103,21 @@ def read_split(comp: Competition, path, split: str = "train", blank: str = "", e
     if split == "train":
         check_labels(comp, df, name, path.parent)
     return df
+
+
+def with_joined_labels(comp: Competition, df: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The target column written by the description's label_template from the columns it joins
+    (MAP 2025's "Category:Misconception"); one line naming what is missing or unusable."""
+    missing = [c for c in comp.label_columns if c not in df.columns]
+    if missing:
+        raise DataError(f"{name} is missing column {missing[0]!r} (label_template {comp.label_template!r} joins it "
+                        f"into {comp.target_cols[0]!r}); found: {', '.join(map(str, df.columns))}")
+    labels = comp.joined_labels(df)
+    spaced = labels.str.contains(r"\s").to_numpy()
+    if comp.ranking and spaced.any():  # a submission lists its answers separated by spaces
+        raise DataError(f"{name}: the joined label {labels[spaced].iloc[0]!r} holds a space, which the submission's "
+                        f"space-separated answers cannot: {_rows(df, spaced, comp.id_col)}")
+    return df.assign(**{comp.target_cols[0]: labels})
 
 
 def join_key(values: pd.Series) -> pd.Series:

@@ -1,0 +1,262 @@
+"""`init` on competitions of shapes it was never shown, each built here as a tiny table of its
+real columns: a binary target whose sample submission holds probabilities (scored by ROC AUC),
+each row judged against a repeated rule with worked examples beside it and rules at test time
+that training never had (Jigsaw's Agile Community Rules, 2025); answers that join two training
+columns, three per row (MAP - Charting Student Math Misunderstandings, 2025). Through training,
+prediction and the offline kernel in tests/test_kernel_shapes.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import real_dir, tiny_data
+
+from utils.competition import Competition, CompetitionError, load_competition
+from utils.data import DataError
+from utils.infer import infer, label_join, sample_values
+from utils.infer import main as init_main
+from utils.tables import competition_folds, read_table
+
+WORDS = ("the cat sat on a mat and we like to play in the sun a dog ran home birds sing "
+         "people read books every day").split()
+
+RULES = ["No advertising: spam, referral links and unsolicited promotion are not allowed here",
+         "No legal advice: do not offer or request legal advice in any thread",
+         "Be civil: personal attacks and insults against other users are removed",
+         "No medical claims: do not give a diagnosis or a treatment plan to anyone",
+         "Stay on topic: posts must be about the subject of this community only",
+         "No spoilers: mark plot details of recent films and books as spoilers please",
+         "No doxxing: never share the personal information of a private person online",
+         "No reposts: content posted in the last month will be removed by moderators"]
+
+
+def _texts(rng, n: int, words: int = 12) -> list:
+    """n distinct texts of `words` words (a number keeps each its own)."""
+    return [" ".join(rng.choice(WORDS, words)) + f" {i}" for i in range(n)]
+
+
+def rules_folder(folder: Path, n: int = 80, seed: int = 0, unseen: bool = True) -> Path:
+    """Agile Community Rules' shape: a comment, the rule it is judged against (6 rules over the
+    training rows; two more only in test when `unseen`), its subreddit (a one-word tag), two
+    positive and two negative worked examples of the rule, rule_violation 0/1; the sample
+    submission holds 0.5 on every row."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+
+    def table(ids, rules, with_label):
+        t = pd.DataFrame({"row_id": ids, "body": _texts(rng, len(ids), 20), "rule": rules,
+                          "subreddit": rng.choice(["news", "pics", "gaming", "askreddit"], len(ids)),
+                          **{f"{kind}_example_{j}": _texts(rng, len(ids), 14)
+                             for kind in ("positive", "negative") for j in (1, 2)}})
+        if with_label:
+            t["rule_violation"] = (np.arange(len(ids)) + rng.integers(0, 2, len(ids))) % 2
+        return t
+
+    table(np.arange(n), [RULES[i % 6] for i in range(n)], True).to_csv(folder / "train.csv", index=False)
+    test_rules = [RULES[6], RULES[7], RULES[0], RULES[6]] if unseen else [RULES[0], RULES[1], RULES[2], RULES[3]]
+    test = table(np.arange(2000, 2004), test_rules, False)
+    test.to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"row_id": test.row_id, "rule_violation": 0.5}).to_csv(folder / "sample_submission.csv",
+                                                                         index=False)
+    return folder
+
+
+CATEGORIES = ("True_Correct", "True_Neither", "False_Neither", "False_Misconception")
+MISCONCEPTIONS = ("Incomplete", "Adding_across", "Duplication")
+
+
+def map_folder(folder: Path, n: int = 96, seed: int = 0) -> Path:
+    """MAP 2025's shape: a question (4 over the rows, the same in test), the chosen answer, the
+    student's explanation, a Category and a Misconception (written NA unless the category is a
+    misconception); the sample submission answers "Category:Misconception" three per row."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    questions = [f"What fraction of the shape is not shaded when {k} of the parts are?" for k in (2, 3, 4, 5)]
+    q = np.arange(n) % 4
+    category = np.array(CATEGORIES)[(np.arange(n) // 4) % 4]
+    misconception = np.where(category == "False_Misconception",
+                             np.array(MISCONCEPTIONS)[np.arange(n) % 3], "NA")
+    train = pd.DataFrame({"row_id": np.arange(n), "QuestionId": 31772 + q,
+                          "QuestionText": np.array(questions)[q],
+                          "MC_Answer": np.array(["1/3", "3/6", "3/8", "3/9"])[q],
+                          "StudentExplanation": _texts(rng, n, 10), "Category": category,
+                          "Misconception": misconception})
+    train.to_csv(folder / "train.csv", index=False)
+    test = train.drop(columns=["Category", "Misconception"]).head(3).assign(row_id=[36696, 36697, 36698])
+    test["StudentExplanation"] = _texts(rng, 3, 10)
+    test.to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"row_id": test.row_id, "Category:Misconception":
+                  "True_Correct:NA False_Neither:NA False_Misconception:Incomplete"}).to_csv(
+        folder / "sample_submission.csv", index=False)
+    return folder
+
+
+# ----------------------------------------------------------------------------- the sample's values
+
+
+def test_a_sample_of_probabilities_gives_roc_auc_and_one_of_labels_keeps_f1(tmp_path):
+    data = rules_folder(tmp_path / "rules")
+    comp, why = infer(data)
+    assert comp.task == "binary" and comp.metric_name == "roc_auc" and comp.submission_kind == "probabilities"
+    assert any("holds probabilities" in w and "roc_auc" in w for w in why)
+    # The same competition with a sample of 0/1 labels: a thresholded metric, F1 for binary.
+    pd.read_csv(data / "sample_submission.csv").assign(rule_violation=0).to_csv(data / "sample_submission.csv",
+                                                                                index=False)
+    comp, why = infer(data)
+    assert comp.metric_name == "f1" and comp.submission_kind == "labels"
+    assert any("holds labels" in w for w in why)
+
+
+def test_sample_values_reads_fractions_whole_numbers_and_words():
+    assert sample_values(pd.DataFrame({"y": [0.5, 0.5]}), ("y",)) == "probabilities"
+    assert sample_values(pd.DataFrame({"y": [0, 1]}), ("y",)) == "labels"
+    assert sample_values(pd.DataFrame({"y": ["cat", "dog"]}), ("y",)) == "labels"
+    assert sample_values(pd.DataFrame({"y": [2.0, 3.0]}), ("y",)) == "labels"
+    assert sample_values(pd.DataFrame({"y": [np.nan, np.nan]}), ("y",)) == ""
+
+
+def test_the_real_binary_competition_keeps_its_labels_and_f1(tmp_path):
+    comp, why = infer(real_dir("nlp-getting-started"))
+    assert comp.metric_name == "f1" and comp.submission_kind == "labels" and comp.text_cols == ("text",)
+
+
+# ----------------------------------------------------------------------------- a row's condition
+
+
+def test_a_repeated_rule_becomes_the_condition_and_unseen_rules_group_the_folds(tmp_path):
+    data = rules_folder(tmp_path / "rules")
+    comp, why = infer(data)
+    assert comp.text_cols == ("rule", "body")  # the text judged last: truncation cuts it, not the rule
+    assert comp.folds == "group" and comp.group_col == "rule"
+    said = "\n".join(why)
+    assert "condition 'rule'" in said and "2 of its values in test.csv are none of training's 6" in said
+    # the worked examples are named, with a proposal; the one-word tag is not the condition
+    assert "positive_example_1, positive_example_2, negative_example_1, negative_example_2" in said
+    assert "text_template" in said and "extra labelled rows" in said
+    train = read_table(comp, data)
+    folds = competition_folds(comp, train)
+    assert (pd.Series(folds).groupby(train["rule"].to_numpy()).nunique() == 1).all()  # no rule in two folds
+    texts = comp.input_texts(train)
+    assert texts[0] == (train.rule[0], train.body[0])
+
+
+def test_rules_all_seen_in_training_leave_the_folds_stratified_and_say_so(tmp_path):
+    comp, why = infer(rules_folder(tmp_path / "rules", unseen=False))
+    assert comp.text_cols == ("rule", "body") and comp.folds == "stratified" and not comp.group_col
+    assert any("every value of it in test.csv is one training has" in w for w in why)
+
+
+def test_fewer_conditions_than_folds_say_how_many_folds_to_train(tmp_path):
+    data = rules_folder(tmp_path / "rules")
+    train = pd.read_csv(data / "train.csv")
+    train.assign(rule=[RULES[i % 3] for i in range(len(train))]).to_csv(data / "train.csv", index=False)
+    comp, why = infer(data)
+    assert comp.group_col == "rule" and any("train with --folds 3" in w for w in why)
+    with pytest.raises(DataError, match="use --folds 3 or fewer"):
+        competition_folds(comp, read_table(comp, data))
+    assert len(set(competition_folds(comp, read_table(comp, data), n_folds=3))) == 3
+
+
+def test_a_one_word_tag_is_not_a_condition(tmp_path):
+    data = rules_folder(tmp_path / "rules")
+    for f in ("train.csv", "test.csv"):
+        pd.read_csv(data / f).drop(columns="rule").to_csv(data / f, index=False)
+    comp, why = infer(data)
+    assert comp.text_cols == ("body",) and comp.group_col != "subreddit"
+    assert any("not used: subreddit" in w for w in why)
+
+
+# ----------------------------------------------------------------------------- joined answers
+
+
+def test_answers_joined_from_two_columns_are_a_classification_answered_top_3(tmp_path):
+    data = map_folder(tmp_path / "map")
+    comp, why = infer(data)
+    assert comp.task == "multiclass" and comp.ranking and comp.answer_k == 3 and comp.metric_name == "map@3"
+    assert comp.target_cols == ("Category:Misconception",)
+    assert comp.label_template == "{Category}:{Misconception}" and comp.label_missing == "NA"
+    assert comp.text_cols == ("QuestionText", "StudentExplanation")  # the question is the condition
+    assert comp.folds == "stratified"  # test's questions are training's
+    said = "\n".join(why)
+    assert "joined by ':'" in said and "a missing 'Misconception' written 'NA'" in said
+    train = read_table(comp, data)  # the kit's read keeps the file's "NA" as written, and joins it
+    labels = set(train["Category:Misconception"])
+    sample = pd.read_csv(data / "sample_submission.csv")
+    assert set(sample.iloc[0, 1].split()) <= labels
+    assert "False_Misconception:Adding_across" in labels and "True_Correct:NA" in labels
+    assert load_competition(str(_saved(comp, tmp_path))) == comp  # round-trips JSON
+
+
+def _saved(comp: Competition, tmp: Path) -> Path:
+    comp.save(tmp / "c.json")
+    return tmp / "c.json"
+
+
+def test_a_blank_part_is_written_as_the_competition_writes_it(tmp_path):
+    data = map_folder(tmp_path / "map")
+    train = pd.read_csv(data / "train.csv", keep_default_na=False)
+    train.assign(Misconception=train.Misconception.replace("NA", "")).to_csv(data / "train.csv", index=False)
+    comp, _ = infer(data)
+    assert comp.label_missing == "NA"
+    assert "True_Correct:NA" in set(read_table(comp, data)["Category:Misconception"])
+
+
+def test_a_join_is_found_by_values_when_the_answer_column_does_not_name_it(tmp_path):
+    tr = pd.DataFrame({"a": ["x", "y", "z"] * 4, "b": ["p", None, "q"] * 4, "text": "t"})
+    found = label_join(tr, "answer", pd.Series(["x|p y|none", "z|q x|p"]))
+    assert found[:2] == ("{a}|{b}", "none")
+    assert label_join(tr, "answer", pd.Series(["x|p w|q"])) is None  # w is nobody's value
+
+
+def test_a_joined_label_with_a_space_is_refused_in_one_line(tmp_path):
+    data = map_folder(tmp_path / "map")
+    comp, _ = infer(data)
+    train = pd.read_csv(data / "train.csv", keep_default_na=False)
+    train.loc[5, "Misconception"] = "Adding across"
+    train.to_csv(data / "train.csv", index=False)
+    with pytest.raises(DataError) as e:
+        read_table(comp, data)
+    assert "'True_Neither:Adding across' holds a space" in str(e.value) and "(id 5)" in str(e.value)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"label_template": "{a}:{b}", "task": "regression"}, "a joined label is one class label"),
+    ({"label_template": "no columns", "task": "multiclass"}, "must name the training columns"),
+    ({"label_template": "{target}:{b}", "task": "multiclass"}, "is what the template writes"),
+    ({"label_missing": "NA", "task": "multiclass"}, "it needs the label_template"),
+])
+def test_a_broken_label_template_is_one_line(fields, message):
+    with pytest.raises(CompetitionError) as e:
+        Competition(slug="x", **fields)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_init_on_the_joined_shape_writes_a_description_the_cli_reads(tmp_path, capsys):
+    data = map_folder(tmp_path / "map")
+    assert init_main(["--data", str(data), "--out", str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr().out
+    assert "label_template '{Category}:{Misconception}'" in out and "map@3" in out
+    assert load_competition(str(tmp_path / "c.json")).label_template == "{Category}:{Misconception}"
+
+
+def test_a_joined_prompt_question_is_the_condition_not_the_article_it_is_about(tmp_path):
+    # Student Summaries' shape with texts of its lengths: the prompt's question, title and article
+    # join onto each summary; the question (the shortest sentence) conditions it, the test's
+    # prompts are new, so folds group by it.
+    data = tiny_data("commonlit-evaluate-student-summaries", tmp_path / "ess", 60)
+    rng = np.random.default_rng(1)
+    train = pd.read_csv(data / "summaries_train.csv")
+    train.assign(prompt_id=[f"p{i % 6}" for i in range(60)], text=_texts(rng, 60, 40)).to_csv(
+        data / "summaries_train.csv", index=False)
+    prompts = lambda ids: pd.DataFrame({"prompt_id": ids,  # noqa: E731
+                                        "prompt_question": [f"Summarize how the experiment {i} ended, and why."
+                                                            for i in ids],
+                                        "prompt_title": "The Third Wave", "prompt_text": _texts(rng, len(ids), 300)})
+    prompts([f"p{i}" for i in range(6)]).to_csv(data / "prompts_train.csv", index=False)
+    prompts(["abc123"]).to_csv(data / "prompts_test.csv", index=False)
+    comp, why = infer(data)
+    assert comp.text_cols == ("prompt_question", "text") and comp.group_col == "prompt_question"
+    assert comp.train_joins == (("prompts_train.csv", "prompt_id"),)
