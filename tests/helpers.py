@@ -776,3 +776,80 @@ def papermill(name: str, out: Path, params: dict) -> Path:
                         cwd=str(nb), kernel_name="python3", language="python", progress_bar=False,
                         extra_arguments=["--IPKernelApp.log_level=ERROR"])
     return out / f"{name}.ipynb"
+
+
+# ----------------------------------------------------------------------------- 2025's shapes, for init
+
+
+SHAPE_WORDS = ("the cat sat on a mat and we like to play in the sun a dog ran home birds sing "
+         "people read books every day").split()
+
+RULES = ["No advertising: spam, referral links and unsolicited promotion are not allowed here",
+         "No legal advice: do not offer or request legal advice in any thread",
+         "Be civil: personal attacks and insults against other users are removed",
+         "No medical claims: do not give a diagnosis or a treatment plan to anyone",
+         "Stay on topic: posts must be about the subject of this community only",
+         "No spoilers: mark plot details of recent films and books as spoilers please",
+         "No doxxing: never share the personal information of a private person online",
+         "No reposts: content posted in the last month will be removed by moderators"]
+
+
+def distinct_texts(rng, n: int, words: int = 12) -> list:
+    """n distinct texts of `words` words (a number keeps each its own)."""
+    return [" ".join(rng.choice(SHAPE_WORDS, words)) + f" {i}" for i in range(n)]
+
+
+def rules_folder(folder: Path, n: int = 80, seed: int = 0, unseen: bool = True) -> Path:
+    """Agile Community Rules' shape: a comment, the rule it is judged against (6 rules over the
+    training rows; two more only in test when `unseen`), its subreddit (a one-word tag), two
+    positive and two negative worked examples of the rule, rule_violation 0/1; the sample
+    submission holds 0.5 on every row."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+
+    def table(ids, rules, with_label):
+        t = pd.DataFrame({"row_id": ids, "body": distinct_texts(rng, len(ids), 20), "rule": rules,
+                          "subreddit": rng.choice(["news", "pics", "gaming", "askreddit"], len(ids)),
+                          **{f"{kind}_example_{j}": distinct_texts(rng, len(ids), 14)
+                             for kind in ("positive", "negative") for j in (1, 2)}})
+        if with_label:
+            t["rule_violation"] = (np.arange(len(ids)) + rng.integers(0, 2, len(ids))) % 2
+        return t
+
+    table(np.arange(n), [RULES[i % 6] for i in range(n)], True).to_csv(folder / "train.csv", index=False)
+    test_rules = [RULES[6], RULES[7], RULES[0], RULES[6]] if unseen else [RULES[0], RULES[1], RULES[2], RULES[3]]
+    test = table(np.arange(2000, 2004), test_rules, False)
+    test.to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"row_id": test.row_id, "rule_violation": 0.5}).to_csv(folder / "sample_submission.csv",
+                                                                         index=False)
+    return folder
+
+
+CATEGORIES = ("True_Correct", "True_Neither", "False_Neither", "False_Misconception")
+MISCONCEPTIONS = ("Incomplete", "Adding_across", "Duplication")
+
+
+def map_folder(folder: Path, n: int = 96, seed: int = 0) -> Path:
+    """MAP 2025's shape: a question (4 over the rows, the same in test), the chosen answer, the
+    student's explanation, a Category and a Misconception (written NA unless the category is a
+    misconception); the sample submission answers "Category:Misconception" three per row."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    questions = [f"What fraction of the shape is not shaded when {k} of the parts are?" for k in (2, 3, 4, 5)]
+    q = np.arange(n) % 4
+    category = np.array(CATEGORIES)[(np.arange(n) // 4) % 4]
+    misconception = np.where(category == "False_Misconception",
+                             np.array(MISCONCEPTIONS)[np.arange(n) % 3], "NA")
+    train = pd.DataFrame({"row_id": np.arange(n), "QuestionId": 31772 + q,
+                          "QuestionText": np.array(questions)[q],
+                          "MC_Answer": np.array(["1/3", "3/6", "3/8", "3/9"])[q],
+                          "StudentExplanation": distinct_texts(rng, n, 10), "Category": category,
+                          "Misconception": misconception})
+    train.to_csv(folder / "train.csv", index=False)
+    test = train.drop(columns=["Category", "Misconception"]).head(3).assign(row_id=[36696, 36697, 36698])
+    test["StudentExplanation"] = distinct_texts(rng, 3, 10)
+    test.to_csv(folder / "test.csv", index=False)
+    pd.DataFrame({"row_id": test.row_id, "Category:Misconception":
+                  "True_Correct:NA False_Neither:NA False_Misconception:Incomplete"}).to_csv(
+        folder / "sample_submission.csv", index=False)
+    return folder

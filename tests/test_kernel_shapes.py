@@ -17,7 +17,9 @@ from helpers import (
     init,
     input_tree,
     jigsaw,
+    map_folder,
     real_dir,
+    rules_folder,
     run_offline,
     submission_notebook,
     tiny_data,
@@ -26,6 +28,7 @@ from helpers import (
 from utils import ensemble, predict
 from utils.bundle import BundleSpec, build
 from utils.competition import load_competition
+from utils.tables import read_table
 from utils.train import run_cv
 
 pytestmark = [pytest.mark.integration, pytest.mark.versions]
@@ -110,6 +113,49 @@ def test_a_metric_of_ones_own_reaches_the_offline_kernel(tmp_path, tiny_bert):
     assert json.loads(t["blend"].read_text())["metric"] == "mae_first"
     (data / "my_metric.py").unlink()  # the kernel's input has no such file: the description carries it
     run_kernel(t, tmp_path)
+
+
+def test_a_rule_judged_competition_from_init_to_the_offline_kernel(tmp_path, tiny_bert):
+    """Agile Community Rules' shape as init describes it (a probability sample: ROC AUC; each
+    comment paired after its rule; folds grouped by rule): two runs, their blend, the kernel."""
+    data = rules_folder(tmp_path / "rules")
+    t = whole_path(data, init(data), tmp_path, tiny_bert)
+    comp = t["comp"]
+    assert comp.text_cols == ("rule", "body") and comp.group_col == "rule" and comp.metric_name == "roc_auc"
+    probs = t["submission"]["rule_violation"].to_numpy(dtype=float)
+    assert len(probs) == 4 and ((probs > 0) & (probs < 1)).all()  # probabilities, as the sample holds
+    folds = pd.read_csv(tmp_path / "attn" / "folds.csv", dtype={"id": str}).set_index("id")["fold"]
+    rules = pd.read_csv(data / "train.csv", dtype={"row_id": str}).set_index("row_id")["rule"].loc[folds.index]
+    assert (folds.groupby(rules.to_numpy()).nunique() == 1).all()  # no rule in two folds
+    assert json.loads((tmp_path / "attn" / "metrics.json").read_text())["metric"] == "roc_auc"
+    run_kernel(t, tmp_path)
+
+
+def test_joined_answers_from_init_to_the_offline_kernel(tmp_path, tiny_bert):
+    """MAP 2025's shape as init describes it: the kernel, offline, writes the joined labels
+    ("False_Misconception:Incomplete"), three per row, as utils.predict does from the bundle."""
+    data = map_folder(tmp_path / "map")
+    desc = init(data)
+    comp = load_competition(desc)
+    run = tmp_path / "run"
+    run_cv(cfg_for(data / comp.train_file, run, tiny_bert, competition=desc, max_steps=2, max_len=32, pooling="mean"))
+    out = build(BundleSpec([run], OWNER, tmp_path / "bundle", notebooks=[submission_notebook(tmp_path)],
+                           wheels=None))
+    kernel = Path(out["kernels"][0]["path"])
+    meta = json.loads((kernel / "kernel-metadata.json").read_text())
+    inp = tmp_path / "input"
+    input_tree(inp, "new", out, data / comp.test_file, [data / comp.sample_submission])
+    work = run_offline(kernel / meta["code_file"], inp, tmp_path)
+    got = pd.read_csv(work / "submission.csv", dtype=str, keep_default_na=False)
+    models = Path(out["models"]["path"])
+    want = predict.submit([models / r for r in out["models"]["runs"]], data / comp.test_file, tmp_path / "want.csv",
+                          progress=False).astype(str)
+    sample = pd.read_csv(data / comp.sample_submission, dtype=str)
+    assert list(got.columns) == list(sample.columns) and got["row_id"].tolist() == sample["row_id"].tolist()
+    assert got.equals(want)
+    labels = set(read_table(comp, data)["Category:Misconception"])
+    for answer in got["Category:Misconception"]:
+        assert len(answer.split()) == 3 and set(answer.split()) <= labels  # the joined labels, as written
 
 
 @pytest.mark.parametrize("slug", ["eedi-mining-misconceptions-in-mathematics", "kaggle-llm-science-exam"])
