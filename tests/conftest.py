@@ -116,6 +116,9 @@ DECODERS = {
     "mistral": dict(bos="<s>", eos="</s>", unk="<unk>", pad=None, add_bos=True, side="left"),
     "qwen2": dict(bos=None, eos="<|endoftext|>", unk=None, pad="<|endoftext|>", add_bos=False, side="left"),
     "gemma2": dict(bos="<bos>", eos="<eos>", unk="<unk>", pad="<pad>", add_bos=True, side="right"),
+    # Qwen3 pads with <|endoftext|> and ends a chat turn with <|im_end|>: two tokens, neither the other
+    "qwen3": dict(bos=None, eos="<|im_end|>", unk=None, pad="<|endoftext|>", add_bos=False, side="right"),
+    "gemma3": dict(bos="<bos>", eos="<eos>", unk="<unk>", pad="<pad>", add_bos=True, side="left"),
 }
 
 
@@ -126,15 +129,17 @@ def build_tiny_decoder(folder: Path, family: str, hidden: int = 32) -> Path:
     from transformers import (
         AutoModel,
         Gemma2Config,
+        Gemma3TextConfig,
         LlamaConfig,
         MistralConfig,
         PreTrainedTokenizerFast,
         Qwen2Config,
+        Qwen3Config,
     )
 
     t = DECODERS[family]
     specials = list(dict.fromkeys(x for x in (t["pad"], t["unk"], t["bos"], t["eos"]) if x))
-    if family == "qwen2":  # byte-level BPE, as Qwen2's (transformers 5 rebuilds it as one)
+    if family.startswith("qwen"):  # byte-level BPE, as Qwen's (transformers 5 rebuilds it as one)
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
@@ -155,9 +160,9 @@ def build_tiny_decoder(folder: Path, family: str, hidden: int = 32) -> Path:
     common = dict(vocab_size=tok.get_vocab_size(), hidden_size=hidden, intermediate_size=2 * hidden,
                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                   max_position_embeddings=512, **ids)
-    config = {"llama": LlamaConfig, "mistral": MistralConfig, "qwen2": Qwen2Config,
-              "gemma2": Gemma2Config}[family](**common)
-    if family == "gemma2":
+    config = {"llama": LlamaConfig, "mistral": MistralConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config,
+              "gemma2": Gemma2Config, "gemma3": Gemma3TextConfig}[family](**common)
+    if family in ("gemma2", "gemma3", "qwen3"):  # their configs default to a head of 128 or 256
         config.head_dim = hidden // 4
     import torch
 
@@ -198,6 +203,108 @@ def build_tiny_mpnet(folder: Path) -> Path:
     AutoModel.from_config(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
+
+
+# The texts a tiny SentencePiece or BPE tokenizer is trained on: the tiny models' words and the
+# built-in competitions' kinds of text (an essay, a tweet, a clinical note, options), as one trained on a
+# competition's own text would be.
+CORPUS = [
+    " ".join(WORDS),
+    "Dear principal, I think students should have a four day school week because it helps.",
+    "Forest fire near La Ronge Sask. Canada #wildfire @user http://t.co/x 13,000 people receive evacuation orders!",
+    "17 y/o male c/o chest pain x2 days; denies fever. Hx: none. Meds: ibuprofen 200mg. FHx: dad with MI at 52.",
+    "What does photosynthesis convert? Option A B C D E. Caf\u00e9 na\u00efve r\u00e9sum\u00e9 \u00fcber 0123456789 "
+    "(x+y)=z; it's a \"quote\" - [test] {set} <tag> * / % & ~ ` | \\ ^ _ ...",
+]
+
+
+def spm_vocabulary(folder: Path, name: str, **kw) -> Path:
+    """A SentencePiece model trained on CORPUS, written to folder/name (`kw`: its special ids and type)."""
+    import io
+
+    import sentencepiece as spm
+
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(CORPUS * 20), model_writer=buf, vocab_size=240,
+                                   character_coverage=1.0, hard_vocab_limit=False, minloglevel=2, **kw)
+    (folder / name).write_bytes(buf.getvalue())
+    return folder / name
+
+
+def spm_size(path: Path) -> int:
+    import sentencepiece as spm
+
+    return spm.SentencePieceProcessor(model_file=str(path)).get_piece_size()
+
+
+# Tiny random encoders of three more families, each saved in its hub layout with a real tokenizer of
+# its kind built offline:
+# - deberta-v3: a SentencePiece unigram model as spm.model ([PAD] 0, [CLS] 1, [SEP] 2, [UNK] 3, [MASK]
+#   added after the pieces) and a tokenizer_config.json, no tokenizer.json (the fast tokenizer is
+#   converted from spm.model at load); relative positions (position_biased_input false), no token
+#   types (type_vocab_size 0);
+# - xlm-roberta: a SentencePiece model as sentencepiece.bpe.model, fairseq's ids (<s> 0, <pad> 1, </s> 2,
+#   <unk> 3, the pieces one further, <mask> last), positions counted from pad id + 1;
+# - modernbert: a byte-level BPE (tokenizers) as tokenizer.json, [CLS] A [SEP], no token types, rotary
+#   positions, local attention in one layer of two.
+ENCODERS = ("deberta-v3", "xlm-roberta", "modernbert")
+
+
+def build_tiny_encoder(folder: Path, family: str) -> Path:
+    import json
+
+    import torch
+    from transformers import AutoModel, DebertaV2Config, ModernBertConfig, XLMRobertaConfig
+
+    folder.mkdir(parents=True, exist_ok=True)
+    size = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    if family == "deberta-v3":
+        spm = spm_vocabulary(folder, "spm.model", pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]",
+                             bos_piece="[CLS]", eos_piece="[SEP]", unk_piece="[UNK]", model_type="unigram")
+        (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False, "vocab_type": "spm"}))
+        config = DebertaV2Config(vocab_size=spm_size(spm) + 1, max_position_embeddings=512, relative_attention=True,
+                                 position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True,
+                                 pos_att_type=["p2c", "c2p"], position_biased_input=False, type_vocab_size=0,
+                                 pad_token_id=0, **size)
+    elif family == "xlm-roberta":
+        spm = spm_vocabulary(folder, "sentencepiece.bpe.model", unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+                             model_type="bpe")
+        (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "XLMRobertaTokenizer",
+                                                                  "model_max_length": 512}))
+        config = XLMRobertaConfig(vocab_size=spm_size(spm) + 2, max_position_embeddings=514, pad_token_id=1,
+                                  bos_token_id=0, eos_token_id=2, type_vocab_size=1, **size)
+    elif family == "modernbert":
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+        from transformers import PreTrainedTokenizerFast
+
+        specials = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+        tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(CORPUS * 20, trainers.BpeTrainer(
+            vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        ids = {t: tok.token_to_id(t) for t in specials}
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+            special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])])
+        PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+                                pad_token="[PAD]", mask_token="[MASK]", model_max_length=512,
+                                model_input_names=["input_ids", "attention_mask"]).save_pretrained(folder)
+        config = ModernBertConfig(vocab_size=tok.get_vocab_size(), max_position_embeddings=512, local_attention=16,
+                                  global_attn_every_n_layers=2, pad_token_id=ids["[PAD]"], cls_token_id=ids["[CLS]"],
+                                  sep_token_id=ids["[SEP]"], bos_token_id=ids["[CLS]"], eos_token_id=ids["[SEP]"],
+                                  **size)
+    else:
+        raise ValueError(family)
+    torch.manual_seed(0)  # the same random weights in every session
+    AutoModel.from_config(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_encoders(tmp_path_factory) -> dict:
+    """{family: folder of its tiny random encoder in its hub layout} (ENCODERS)."""
+    return {f: str(build_tiny_encoder(tmp_path_factory.mktemp(f"tiny-{f}"), f)) for f in ENCODERS}
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 precision it can train in, the attention it needs; the LoRA / 4-bit setup; the base model a LoRA
 fold was trained on; and the peak GPU memory a run will need, estimated before it starts.
 
-A decoder (Llama, Mistral, Qwen2, Gemma 2, Phi-3) goes through the same `--model` as an encoder.
+A decoder (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Phi-3) goes through the same `--model` as an encoder.
 What differs is read from its family here, never tested for elsewhere:
 
 - pooling: a causal model's first token has seen nothing, so "cls" is refused for a decoder;
@@ -14,11 +14,17 @@ What differs is read from its family here, never tested for elsewhere:
 - precision: Gemma 2's activations exceed fp16's range (65504) and its attention soft-caps its
   logits, which only the "eager" attention does: it trains in bf16 where the GPU has bf16 (compute
   capability 8+), else in fp32 (a T4), with eager attention; --precision fp16 is refused for it.
+  Gemma 3 (NaN or empty outputs in fp16) follows the same rule, with transformers' default attention.
+
+An encoder family records what loading it needs: a transformers floor (ModernBERT: 4.48) and the
+packages its SentencePiece tokenizer is converted with (DeBERTa-v3, XLM-R: sentencepiece and
+protobuf); either missing is one line naming it (check_floor, check_packages).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,26 +50,44 @@ class Family:
     saved_hidden: float = 8.5  # activations kept per token and layer, in hidden sizes (+ 4 intermediate)
     saved_scores: int = 1  # attention-score tensors kept per layer in eager attention
     positions_after_pad: bool = False  # position ids start after the pad id (RoBERTa, MPNet)
+    title: str = ""  # the family as people call it, in messages
+    floor: str = ""  # the oldest transformers that has the family ("" = any the kit supports)
+    # Python packages its tokenizer needs to load from its SentencePiece model (a folder without
+    # tokenizer.json converts it at load: DeBERTa-v3's spm.model, XLM-R's sentencepiece.bpe.model)
+    needs: tuple = ()
 
 
 GEMMA2_WHY = ("Gemma 2's activations exceed fp16's range and its attention soft-caps its logits, "
               "which only the eager attention computes")
+GEMMA3_WHY = "Gemma 3's activations exceed fp16's range (NaN or empty outputs in fp16)"
+SENTENCEPIECE = ("sentencepiece", "protobuf")
 FAMILIES = {f.name: f for f in (
     Family("bert"), Family("roberta", positions_after_pad=True),
-    Family("xlm-roberta", positions_after_pad=True), Family("electra"),
+    # XLM-R: RoBERTa's model, a SentencePiece tokenizer with fairseq's ids (<s> 0, <pad> 1, </s> 2, <unk> 3)
+    Family("xlm-roberta", positions_after_pad=True, title="XLM-RoBERTa", needs=SENTENCEPIECE),
+    Family("electra"),
     # MPNet (all-mpnet-base-v2): q/k/v/o projections, relative position buckets on top of
     # absolute positions counted from pad id + 1, no token_type_ids
     Family("mpnet", lora_targets=("q", "k", "v", "o", "dense"), positions_after_pad=True),
-    Family("deberta-v2", lora_targets=("query_proj", "key_proj", "value_proj", "dense")),
+    # DeBERTa-v3 (and mDeBERTa): relative positions only (no length limit of its own: --max-len
+    # decides), no token types (type_vocab_size 0), a SentencePiece tokenizer (spm.model)
+    Family("deberta-v2", lora_targets=("query_proj", "key_proj", "value_proj", "dense"), title="DeBERTa-v3",
+           needs=SENTENCEPIECE),
     Family("deberta", lora_targets=("in_proj", "dense")),
+    # ModernBERT: fused Wqkv, Wo and the gated MLP's Wi; rotary positions, local attention in most
+    # layers, no token types
+    Family("modernbert", lora_targets=("Wqkv", "Wo", "Wi"), title="ModernBERT", floor="4.48"),
     Family("llama", True, ATTENTION_AND_MLP),
     Family("mistral", True, ATTENTION_AND_MLP),
     Family("qwen2", True, ATTENTION_AND_MLP),
-    Family("qwen3", True, ATTENTION_AND_MLP),
+    Family("qwen3", True, ATTENTION_AND_MLP, title="Qwen3", floor="4.51"),
     Family("gemma", True, ATTENTION_AND_MLP, fp16=False, why="Gemma's activations exceed fp16's range"),
     # four norms per block, and the soft-capped scores kept beside the probabilities
     Family("gemma2", True, ATTENTION_AND_MLP, fp16=False, attention="eager", why=GEMMA2_WHY,
            saved_hidden=10.5, saved_scores=2),
+    # Gemma 3's text model (gemma-3-1b; the larger ones' language model is the same)
+    Family("gemma3_text", True, ATTENTION_AND_MLP, fp16=False, why=GEMMA3_WHY, title="Gemma 3", floor="4.50"),
+    Family("gemma3", True, ATTENTION_AND_MLP, fp16=False, why=GEMMA3_WHY, title="Gemma 3", floor="4.50"),
     Family("phi3", True, ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")),
     Family("phi", True, ("q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2")),
 )}
@@ -82,6 +106,38 @@ def family_of(config) -> Family:
     archs = getattr(config, "architectures", None) or []
     decoder = bool(getattr(config, "is_decoder", False)) or any(a.endswith("ForCausalLM") for a in archs)
     return Family(model_type or "unknown", decoder, ("all-linear",))
+
+
+def _version(text: str) -> tuple:
+    return tuple(int(x) for x in re.findall(r"\d+", text)[:2])
+
+
+def check_floor(model_type: str, name: str, version: str | None = None) -> None:
+    """A family newer than this transformers (ModernBERT before 4.48, Qwen3 before 4.51, Gemma 3
+    before 4.50), refused in one line naming the release it needs (transformers' own error only
+    says the model type is unknown)."""
+    fam = FAMILIES.get(model_type)
+    if fam is None or not fam.floor:
+        return
+    if version is None:
+        import transformers
+
+        version = transformers.__version__
+    if _version(version) < _version(fam.floor):
+        raise ValueError(f"{name}: {fam.title or fam.name} needs transformers >= {fam.floor} (this is {version}): "
+                         f"pip install -U 'transformers>={fam.floor}'")
+
+
+def check_packages(packages, what: str) -> None:
+    """Each of `packages` importable, or one line naming the first missing one and what needs it."""
+    import importlib
+
+    imports = {"protobuf": "google.protobuf"}
+    for package in packages:
+        try:
+            importlib.import_module(imports.get(package, package))
+        except ImportError:
+            raise ValueError(f"{what} needs {package}, which is not installed: pip install {package}") from None
 
 
 def check_pooling(pooling: str, fam: Family) -> None:
@@ -406,13 +462,22 @@ def weight_bytes(total: int, linear: int, precision: str, load_in_4bit: bool = F
     return linear * 0.53 + (total - linear) * half if load_in_4bit else total * half
 
 
-def count_parameters(config) -> tuple[int, int]:
-    """(all parameters, those in Linear layers) of a backbone config, counted without weights
-    (the model built on the meta device)."""
+def _meta_backbone(config) -> torch.nn.Module:
+    """The backbone of `config` as the kit builds it, on the meta device (no weights): BERT's and
+    RoBERTa's CLS pooler removed, as utils.model drops it."""
     from transformers import AutoModel
 
     with torch.device("meta"):
         model = AutoModel.from_config(config)
+    if getattr(model, "pooler", None) is not None:
+        model.pooler = None
+    return model
+
+
+def count_parameters(config) -> tuple[int, int]:
+    """(all parameters, those in Linear layers) of a backbone config, counted without weights
+    (the model built on the meta device, without the pooler the kit drops)."""
+    model = _meta_backbone(config)
     total = sum(p.numel() for p in model.parameters())
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     return total, linear
@@ -420,10 +485,7 @@ def count_parameters(config) -> tuple[int, int]:
 
 def lora_parameters(config, r: int, targets) -> int:
     """Parameters LoRA adds: r x (in + out) for each targeted Linear layer."""
-    from transformers import AutoModel
-
-    with torch.device("meta"):
-        model = AutoModel.from_config(config)
+    model = _meta_backbone(config)
     n = 0
     for name, m in model.named_modules():
         if isinstance(m, torch.nn.Linear) and (targets == "all-linear" or name.split(".")[-1] in targets):

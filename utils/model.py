@@ -13,6 +13,7 @@ weight files' sha256, utils.backbone.base_record); loading it finds that base mo
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -267,6 +268,8 @@ class TextModel(nn.Module):
         trained = bb.trainable_names(self) if self.spec.lora_r else None
         if trained is not None and "base" not in extra:
             extra["base"] = bb.base_record(self.base)
+        if "tokenizer" not in extra:  # what the fold was tokenized with (a copy keeps the original's)
+            extra["tokenizer"] = tokenizer_identity(tokenizer)
         for k, v in self.state_dict().items():
             if trained is not None and k not in trained:
                 continue
@@ -333,9 +336,11 @@ def load_fold(folder, device=None, base: str | None = None, precision: str = "au
         if not record.base:
             raise ValueError(f"{folder / KIT_CONFIG} is a LoRA fold without its base model's record")
         base_dir = bb.find_base(record.base, base)
+    tokenizer = load_tokenizer(folder)
+    check_tokenization(record, tokenizer)
     state = _read_weights(folder)
     models = tuple(_fold_model(record, config, fam, base_dir, prec, state, place, split) for place in places)
-    return LoadedFold(record, models, load_tokenizer(folder), prec, tuple(places))
+    return LoadedFold(record, models, tokenizer, prec, tuple(places))
 
 
 def placement(record: FoldRecord, config, device=None) -> tuple[list, dict | None]:
@@ -418,6 +423,10 @@ def _pretrained(auto_cls, name_or_dir: str):
     looks_like_path = path.is_absolute() or text.startswith(("./", "../", "~")) or text.count("/") > 1
     if looks_like_path and not path.exists():
         raise FileNotFoundError(f"model not found: {text} (no such folder)")
+    if path.is_dir():
+        bb.check_floor(_model_type(path), str(path))
+        if auto_cls is AutoTokenizer:
+            check_tokenizer_files(path)
     try:
         return auto_cls.from_pretrained(text)
     except ValueError:
@@ -439,11 +448,112 @@ def _pretrained(auto_cls, name_or_dir: str):
         ) from None
 
 
+def _model_type(folder: Path) -> str:
+    try:
+        return str(json.loads((folder / BACKBONE_CONFIG).read_text()).get("model_type", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""  # no or an unreadable config.json: transformers says so where it matters
+
+
+# A tokenizer's vocabulary, in any of the layouts models are published in: a fast tokenizer's
+# tokenizer.json, WordPiece's vocab.txt, BPE's vocab.json (+ merges.txt), a SentencePiece model
+# (spm.model, sentencepiece.bpe.model, tokenizer.model, spiece.model, ...), tiktoken's file.
+SPM_GLOB = "*.model"
+
+
+def check_tokenizer_files(folder: Path) -> None:
+    """A model folder's tokenizer, checked before transformers loads it, each failure one line naming
+    the folder or file: no vocabulary at all (transformers 5 then builds a tokenizer of the special
+    tokens alone, and every word becomes [UNK]); a SentencePiece model to convert at load (no
+    tokenizer.json: DeBERTa-v3's hub layout) without sentencepiece or protobuf installed (transformers
+    5 falls back to tiktoken and says to install that), or unreadable (a truncated download)."""
+    spm_files = sorted(folder.glob(SPM_GLOB))
+    has = [f for f in VOCAB_FILES if (folder / f).is_file()] + [f.name for f in spm_files]
+    has += [f.name for f in folder.glob("*.tiktoken")]
+    if not has:
+        raise ValueError(f"model folder {folder} has no tokenizer vocabulary (tokenizer.json, vocab.txt, vocab.json "
+                         "or a SentencePiece .model file): every word would be unknown; copy the model's tokenizer "
+                         "files into it")
+    if (folder / "tokenizer.json").is_file() or not spm_files:
+        return
+    fam = bb.FAMILIES.get(_model_type(folder))
+    what = f"{folder}'s tokenizer ({fam.title or fam.name if fam else 'a SentencePiece model'}, converted from " \
+           f"{spm_files[0].name} at load)"
+    bb.check_packages(bb.SENTENCEPIECE, what)
+    import sentencepiece
+
+    for f in spm_files:
+        try:
+            sentencepiece.SentencePieceProcessor(model_file=str(f))
+        except Exception as e:  # sentencepiece's own RuntimeError / OSError
+            first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+            raise ValueError(f"{f} is unreadable (not a SentencePiece model: {first}): copy or download the model "
+                             "again") from None
+
+
 def load_tokenizer(name_or_dir: str):
     """Tokenizer by hub name or folder (always from_pretrained: in transformers 5.x a fast
     tokenizer class built from a vocab file alone is silently ignored), with a pad token
-    (utils.backbone.prepare_tokenizer: a decoder's own unknown or end-of-text token)."""
-    return bb.prepare_tokenizer(_pretrained(AutoTokenizer, name_or_dir))
+    (utils.backbone.prepare_tokenizer: a decoder's own unknown or end-of-text token). A folder's
+    tokenizer files are checked first (check_tokenizer_files); a tokenizer with no word beyond
+    its special tokens is refused in one line."""
+    try:
+        tok = _pretrained(AutoTokenizer, name_or_dir)
+    except (ValueError, ImportError) as e:
+        # a hub model's SentencePiece tokenizer without its packages: transformers 5 asks for tiktoken
+        # (a folder's files were checked before the load)
+        folder = Path(models.resolve(name_or_dir)).expanduser().is_dir()
+        if not folder and any(w in str(e) for w in ("tiktoken", "protobuf", "sentencepiece", "SentencePiece")):
+            bb.check_packages(bb.SENTENCEPIECE, f"the tokenizer of {name_or_dir} (a SentencePiece model)")
+        raise
+    if not set(tok.get_vocab()) - set(tok.all_special_tokens):
+        raise ValueError(f"the tokenizer of {name_or_dir} has no vocabulary beyond its special tokens: every word "
+                         "would be unknown; its tokenizer files are missing or empty")
+    return bb.prepare_tokenizer(tok)
+
+
+# Texts whose ids and offsets identify a tokenization: spaces, tabs and new lines, accents,
+# numbers, a tweet's and a clinical note's marks, and a pair.
+PROBE = ("The cat sat on a mat.", "  Two  spaces,\tthen a tab\nand a new line ",
+         "Caf\u00e9 na\u00efve 13,000 #fire @user", "17 y/o male c/o chest pain x2 days; denies fever.")
+
+
+def tokenizer_identity(tokenizer) -> dict:
+    """What a fold was tokenized with: the tokenizer's class, transformers' and tokenizers' versions,
+    and the ids (and, for a fast tokenizer, character offsets) it gives PROBE's texts and a pair.
+    Two tokenizers that agree on these are taken as one."""
+    import tokenizers
+    import transformers
+
+    fast = bool(getattr(tokenizer, "is_fast", False))
+    probe = []
+    for first, second in [(t, None) for t in PROBE] + [(PROBE[0], PROBE[3])]:
+        enc = tokenizer(first, second, return_offsets_mapping=fast, verbose=False)
+        probe.append({"ids": list(enc["input_ids"]),
+                      "offsets": [list(o) for o in enc["offset_mapping"]] if fast else None})
+    return {"class": type(tokenizer).__name__, "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__, "probe": probe}
+
+
+def check_tokenization(record: FoldRecord, tokenizer) -> None:
+    """The fold's tokenizer as loaded here gives the ids and offsets it was trained with, or one line
+    saying what differs: transformers 5 rebuilt SentencePiece tokenizers (DeBERTa-v3, XLM-R) with
+    another normalizer, so a fold trained on 4.x and predicted on 5.x (or the other way) may see other
+    tokens, and its predictions would silently mix two tokenizations. A fold saved before folds
+    recorded it is not checked."""
+    saved = record.saved.get("tokenizer")
+    if not isinstance(saved, dict) or not saved.get("probe"):
+        return
+    mine = tokenizer_identity(tokenizer)
+    for k, (a, b) in enumerate(zip(saved["probe"], mine["probe"])):
+        what = "ids" if a["ids"] != b["ids"] else "offsets" if a["offsets"] and a["offsets"] != b["offsets"] else ""
+        if what:
+            text = PROBE[k] if k < len(PROBE) else f"{PROBE[0]} + {PROBE[3]}"
+            raise ValueError(
+                f"{record.folder}: its tokenizer gives other {what} here than when the fold was trained ({text!r}: "
+                f"trained with {saved.get('class')}, transformers {saved.get('transformers')}, tokenizers "
+                f"{saved.get('tokenizers')}; here {mine['class']}, transformers {mine['transformers']}, tokenizers "
+                f"{mine['tokenizers']}): predict with the versions it was trained with, or train it again here")
 
 
 def max_positions(name_or_dir: str) -> int | None:
