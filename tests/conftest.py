@@ -243,7 +243,7 @@ def spm_size(path: Path) -> int:
 #   added after the pieces) and a tokenizer_config.json, no tokenizer.json (the fast tokenizer is
 #   converted from spm.model at load); relative positions (position_biased_input false), no token
 #   types (type_vocab_size 0);
-# - xlm-roberta: a SentencePiece model as sentencepiece.bpe.model, fairseq's ids (<s> 0, <pad> 1, </s> 2,
+# - xlm-roberta: a SentencePiece unigram model as sentencepiece.bpe.model, fairseq's ids (<s> 0, <pad> 1, </s> 2,
 #   <unk> 3, the pieces one further, <mask> last), positions counted from pad id + 1;
 # - modernbert: a byte-level BPE (tokenizers) as tokenizer.json, [CLS] A [SEP], no token types, rotary
 #   positions, local attention in one layer of two.
@@ -268,7 +268,7 @@ def build_tiny_encoder(folder: Path, family: str) -> Path:
                                  pad_token_id=0, **size)
     elif family == "xlm-roberta":
         spm = spm_vocabulary(folder, "sentencepiece.bpe.model", unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-                             model_type="bpe")
+                             model_type="unigram")  # a unigram model, despite the file's name
         (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "XLMRobertaTokenizer",
                                                                   "model_max_length": 512}))
         config = XLMRobertaConfig(vocab_size=spm_size(spm) + 2, max_position_embeddings=514, pad_token_id=1,

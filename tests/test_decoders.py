@@ -1,4 +1,4 @@
-"""Decoder backbones (Llama, Mistral, Qwen2, Gemma 2) with LoRA: tiny random models of each family,
+"""Decoder backbones (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3) with LoRA: tiny random models of each family,
 built offline from their config classes, with tokenizers shaped like the real ones."""
 
 import json

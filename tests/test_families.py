@@ -193,16 +193,14 @@ def test_each_shapes_submission_answers_the_samples_rows(family_runs, slug, tmp_
 def test_a_fold_records_its_tokenizer_and_a_different_tokenization_is_refused_in_one_line(family_runs, tmp_path):
     """transformers 5 rebuilt SentencePiece tokenizers with another normalizer: a fold trained on 4.x
     may tokenize otherwise on 5.x. The fold records its tokenizer's ids and offsets on fixed texts;
-    loaded where they differ, it is refused in one line, never silently mixed."""
-    family, tmp, runs = family_runs
-    fold = runs["values"][0] / "fold0"
-    saved = json.loads((fold / "kit_config.json").read_text())["tokenizer"]
+    loaded where the ids differ (or, for a span task, the offsets), it is refused in one line, never
+    silently mixed."""
     import transformers
 
-    assert saved["transformers"] == transformers.__version__ and saved["probe"][0]["offsets"]
-    load_fold(fold, "cpu")  # the same tokenization here: loads
-    for what in ("ids", "offsets"):
-        copy = shutil.copytree(fold, tmp_path / what)
+    family, tmp, runs = family_runs
+
+    def altered(fold, what, name):
+        copy = shutil.copytree(fold, tmp_path / name)
         record = json.loads((copy / "kit_config.json").read_text())
         first = record["tokenizer"]["probe"][1]
         if what == "ids":
@@ -212,10 +210,33 @@ def test_a_fold_records_its_tokenizer_and_a_different_tokenization_is_refused_in
             first["offsets"][k][0] += 1
         record["tokenizer"]["transformers"] = "4.57.3"
         (copy / "kit_config.json").write_text(json.dumps(record))
+        return copy
+
+    values, spans = runs["values"][0] / "fold0", runs[NBME][0] / "fold0"
+    for fold in (values, spans):
+        saved = json.loads((fold / "kit_config.json").read_text())["tokenizer"]
+        assert saved["transformers"] == transformers.__version__ and saved["probe"][0]["offsets"]
+        load_fold(fold, "cpu")  # the same tokenization here: loads
+    for fold, what in ((values, "ids"), (spans, "ids"), (spans, "offsets")):
+        copy = altered(fold, what, f"{fold.parent.name}-{what}")
         with pytest.raises(ValueError) as e:
             load_fold(copy, "cpu")
         msg = one_line(e)
         assert f"gives other {what} here" in msg and "transformers 4.57.3" in msg and str(copy) in msg
+    load_fold(altered(values, "offsets", "values-offsets"), "cpu")  # offsets place a span task's answers only
+
+
+def test_a_tokenizer_saved_by_transformers_5_loads_with_the_same_ids_here(tiny_encoders, tmp_path):
+    """transformers 5 writes `extra_special_tokens` as a list, which 4.x read as a dict and failed on
+    (a fold trained on 5 could not be predicted in a kernel on 4.57): it loads, to the same ids."""
+    from utils.model import tokenizer_identity
+
+    tok = load_tokenizer(tiny_encoders["deberta-v3"])
+    tok.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config["extra_special_tokens"] = ["[PAD]", "[CLS]", "[SEP]"]  # as transformers 5 writes it
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    assert tokenizer_identity(load_tokenizer(str(tmp_path)))["probe"] == tokenizer_identity(tok)["probe"]
 
 
 @pytest.mark.parametrize("family", ENCODERS)

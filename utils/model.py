@@ -32,7 +32,8 @@ from .pooling import build_pooling
 
 _SAFETENSORS_ERRORS = tuple(e for e in (getattr(__import__("safetensors"), "SafetensorError", None),) if e)
 # transformers 5 names the dtype to load in `dtype`; 4.x, `torch_dtype`.
-_DTYPE_KEY = "dtype" if int(__import__("transformers").__version__.split(".")[0]) >= 5 else "torch_dtype"
+_TRANSFORMERS_MAJOR = int(__import__("transformers").__version__.split(".")[0])
+_DTYPE_KEY = "dtype" if _TRANSFORMERS_MAJOR >= 5 else "torch_dtype"
 
 
 class LayerMix(nn.Module):
@@ -423,12 +424,14 @@ def _pretrained(auto_cls, name_or_dir: str):
     looks_like_path = path.is_absolute() or text.startswith(("./", "../", "~")) or text.count("/") > 1
     if looks_like_path and not path.exists():
         raise FileNotFoundError(f"model not found: {text} (no such folder)")
+    kw = {}
     if path.is_dir():
         bb.check_floor(_model_type(path), str(path))
         if auto_cls is AutoTokenizer:
             check_tokenizer_files(path)
+            kw = _read_as_4x(path)
     try:
-        return auto_cls.from_pretrained(text)
+        return auto_cls.from_pretrained(text, **kw)
     except ValueError:
         # transformers 5.x saves a generic fast tokenizer as class "TokenizersBackend", which 4.x
         # does not know; its tokenizer.json is all that a fast tokenizer needs.
@@ -436,7 +439,7 @@ def _pretrained(auto_cls, name_or_dir: str):
             raise
         from transformers import PreTrainedTokenizerFast
 
-        return PreTrainedTokenizerFast.from_pretrained(text)
+        return PreTrainedTokenizerFast.from_pretrained(text, **kw)
     except OSError as e:
         if path.is_dir():
             raise  # a local folder without config.json / tokenizer files: transformers names them
@@ -446,6 +449,19 @@ def _pretrained(auto_cls, name_or_dir: str):
             f"model not found: {text} (not a local folder, and the Hugging Face hub could not "
             f"provide it: {first})" + (f"; to have it offline: {hint}" if hint else "")
         ) from None
+
+
+def _read_as_4x(folder: Path) -> dict:
+    """What transformers 4.x needs to read a tokenizer transformers 5 saved: 5 writes its
+    `extra_special_tokens` as a list (the special tokens, also in tokenizer.json), which 4.x takes
+    for a dict of named tokens and fails on; {} there leaves them to tokenizer.json."""
+    if _TRANSFORMERS_MAJOR >= 5:
+        return {}
+    try:
+        extra = json.loads((folder / "tokenizer_config.json").read_text()).get("extra_special_tokens")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {"extra_special_tokens": {}} if isinstance(extra, list) else {}
 
 
 def _model_type(folder: Path) -> str:
@@ -539,14 +555,17 @@ def check_tokenization(record: FoldRecord, tokenizer) -> None:
     """The fold's tokenizer as loaded here gives the ids and offsets it was trained with, or one line
     saying what differs: transformers 5 rebuilt SentencePiece tokenizers (DeBERTa-v3, XLM-R) with
     another normalizer, so a fold trained on 4.x and predicted on 5.x (or the other way) may see other
-    tokens, and its predictions would silently mix two tokenizations. A fold saved before folds
-    recorded it is not checked."""
+    tokens, and its predictions would silently mix two tokenizations. Offsets count for a span task
+    only (they place its answers: 4.x's XLM-R offsets hold the space before a word, 5's do not). A
+    fold saved before folds recorded it is not checked."""
     saved = record.saved.get("tokenizer")
     if not isinstance(saved, dict) or not saved.get("probe"):
         return
+    spans = bool(getattr(record.competition, "span_task", False))
     mine = tokenizer_identity(tokenizer)
     for k, (a, b) in enumerate(zip(saved["probe"], mine["probe"])):
-        what = "ids" if a["ids"] != b["ids"] else "offsets" if a["offsets"] and a["offsets"] != b["offsets"] else ""
+        offsets = spans and a["offsets"] and a["offsets"] != b["offsets"]
+        what = "ids" if a["ids"] != b["ids"] else "offsets" if offsets else ""
         if what:
             text = PROBE[k] if k < len(PROBE) else f"{PROBE[0]} + {PROBE[3]}"
             raise ValueError(
