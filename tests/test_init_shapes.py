@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import RULES, distinct_texts, map_folder, real_dir, rules_folder, tiny_data
+from helpers import CATEGORIES, RULES, distinct_texts, map_folder, real_dir, rules_folder, tiny_data
 
 from utils.competition import Competition, CompetitionError, load_competition
 from utils.data import DataError
@@ -187,3 +187,53 @@ def test_a_joined_prompt_question_is_the_condition_not_the_article_it_is_about(t
     comp, why = infer(data)
     assert comp.text_cols == ("prompt_question", "text") and comp.group_col == "prompt_question"
     assert comp.train_joins == (("prompts_train.csv", "prompt_id"),)
+
+
+# ----------------------------------------------------------------------------- the bar
+
+
+def test_the_most_frequent_answers_per_question_are_a_bar_counted_on_the_other_folds(tmp_path):
+    from utils import eda
+
+    data = map_folder(tmp_path / "map")
+    train = pd.read_csv(data / "train.csv", keep_default_na=False)
+    # each question's students mostly give one answer: the question alone predicts it
+    question = train.QuestionId - train.QuestionId.min()
+    train["Category"] = np.where(np.arange(len(train)) % 8 == 0, "True_Neither", np.array(CATEGORIES)[question])
+    train["Misconception"] = np.where(train.Category == "False_Misconception", "Incomplete", "NA")
+    train.to_csv(data / "train.csv", index=False)
+    comp, _ = infer(data)
+    df = read_table(comp, data)
+    folds = competition_folds(comp, df)
+    scores = eda.answer_baselines(comp, df, folds)
+    per = scores["most frequent answers per 'QuestionText'"]
+    assert per > scores["most frequent answers first"] and per > 0.9
+    assert eda.bar(scores, comp.metric_name)[0] == "most frequent answers per 'QuestionText'"
+    # counted on the other folds only: a question whose rows are all in one fold is ranked by the
+    # overall counts there, so its rows score as they do under the overall baseline
+    alone = df.assign(QuestionText=np.where(folds == 0, "a question only fold 0 has", df.QuestionText))
+    rows = folds == 0
+    assert eda.answer_baselines(comp, alone, folds, rows)["most frequent answers per 'QuestionText'"] == \
+        pytest.approx(eda.answer_baselines(comp, alone, folds, rows)["most frequent answers first"])
+    # the EDA notebook's ranking path reads them too
+    assert set(scores) <= set(eda.ranking_baselines(comp, df, folds))
+
+
+def test_a_run_prints_its_cv_beside_the_bar_on_its_own_finished_folds(tmp_path, tiny_bert, capsys):
+    from helpers import cfg_for, init
+
+    from utils.train import run_cv
+
+    data = map_folder(tmp_path / "map")
+    desc = init(data)
+    metrics = run_cv(cfg_for(data / "train.csv", tmp_path / "run", tiny_bert, competition=desc, max_steps=1,
+                             max_len=16, only_folds=(0,)))
+    out = capsys.readouterr().out
+    from utils import eda
+
+    comp = load_competition(desc)
+    df = read_table(comp, data)
+    folds = competition_folds(comp, df)
+    want = eda.answer_baselines(comp, df, folds, folds == 0)
+    name, best = eda.bar(want, comp.metric_name)
+    assert f"cv map@3 {metrics['cv']:.4f} beside the bar that reads no text (same folds): {name} {best:.4f}" in out

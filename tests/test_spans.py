@@ -1211,3 +1211,59 @@ def test_a_one_head_span_metric_fits_each_folds_threshold_without_its_rows():
     assert metric.score_under(y, pred, folds, {str(k): r for k, r in rules.items()}) == pytest.approx(score)
     with pytest.raises(ValueError, match=r"no decision rule for fold\(s\) \[2\]"):
         metric.score_under(y, pred, folds, {0: rules[0], 1: rules[1]})
+
+
+def test_a_very_long_span_text_says_how_many_of_an_epochs_windows_it_makes(capsys):
+    # Plain texts say how many were cut; a span task reads a long text whole, in windows, and one very
+    # long text can fill most of an epoch: the fold's line counts the windows and a warning names the row.
+    from utils.competition import BUILTIN
+    from utils.config import TrainConfig
+    from utils.objective import objective_of
+    from utils.shapes import SpanDataset
+    from utils.train import truncation_note
+
+    obj = objective_of(BUILTIN[TWEET])
+
+    tok = _fast(tiny_tokenizer("byte_level", CORPUS * 3, True, True))
+    texts = [CORPUS[0], CORPUS[1], " ".join(CORPUS) * 6]
+    ds = SpanDataset(texts, tok, 16, targets=[(t, "") for t in texts], objective=obj)
+    windows = int((ds.owner == 2).sum())
+    assert ds.n_truncated == 1 and windows > len(ds.owner) / 2
+    assert ds.fit_note == f"read whole in overlapping windows: {windows} of the {len(ds.owner)} windows (row 3 alone " \
+                          f"{windows})"
+    err = capsys.readouterr().err
+    assert f"1 of 3 texts longer than max_len 16 make {windows} of the {len(ds.owner)} windows, most of an epoch " \
+           f"(row 3 alone {windows})" in err
+    line = truncation_note(TrainConfig(train_csv="t.csv", out="o", model="m", max_len=16), 0, 1, 3, ds.fit_note)
+    assert line == f"fold 0: 1 of 3 texts longer than max_len 16, {ds.fit_note}" and "first tokens kept" not in line
+    short = SpanDataset(texts[:2], tok, 512, targets=[(t, "") for t in texts[:2]], objective=obj)
+    assert short.fit_note == "" and short.n_truncated == 0
+
+
+def test_a_blank_tweet_is_left_out_of_training_and_the_cv_and_every_other_row_keeps_its_fold(tmp_path, tiny_bert,
+                                                                                            capsys):
+    # The real train.csv has one blank tweet with an empty selected_text: nothing to learn, and Kaggle's
+    # Jaccard divides by zero there (the kit's scored it 1.0). Left out after the folds are made.
+    from helpers import cfg_for, tweet_table, write_csv
+
+    from utils import ensemble, runs
+    from utils.train import run_cv
+
+    table = tweet_table(30)
+    for d in ("whole", "blank"):
+        (tmp_path / d).mkdir()
+    whole = write_csv(table, tmp_path / "whole" / "train.csv")
+    table.loc[4, ["text", "selected_text"]] = ""
+    blank = write_csv(table, tmp_path / "blank" / "train.csv")
+    kw = dict(competition=TWEET, max_steps=1, max_len=16)
+    run_cv(cfg_for(whole, tmp_path / "a", tiny_bert, **kw))
+    capsys.readouterr()
+    m = run_cv(cfg_for(blank, tmp_path / "b", tiny_bert, **kw))
+    err = capsys.readouterr()
+    assert "column 'text' is empty at row 6 (id 00000004): left out of training and of the CV" in err.out + err.err
+    oof = runs.collect_oof(tmp_path / "b")
+    assert "00000004" not in set(oof["id"].astype(str)) and len(oof) == 29 and np.isfinite(m["cv"])
+    folds = {r: pd.read_csv(tmp_path / r / "folds.csv", dtype=str).set_index("id")["fold"] for r in ("a", "b")}
+    assert folds["a"].equals(folds["b"])  # the same folds, the blank row's included
+    run_cv(cfg_for(blank, tmp_path / "c", tiny_bert, **kw, pooling="mean"))
+    assert ensemble.main(["--runs", str(tmp_path / "b"), str(tmp_path / "c"), "--out", str(tmp_path / "bl.json")]) == 0

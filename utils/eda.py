@@ -629,14 +629,28 @@ def ranking_lines(comp, facts: dict) -> list:
     return lines
 
 
-def ranking_baselines(comp, df: pd.DataFrame, folds: np.ndarray, catalogue: pd.DataFrame | None = None) -> dict:
-    """{baseline: the competition's MAP@k} of what needs no transformer, on every row. Retrieval:
-    the items most often tagged on the other folds first (per fold, honest), and TF-IDF cosine of
-    query and item (fitted on the texts only, no label). Multiple choice: random order (its
-    expectation), and the longest option first."""
+def scored(metric, y, pred, folds, rows=None) -> float:
+    """The metric of `pred` on `rows` (a boolean mask; None: every row), each fold's decision rule
+    (if the metric has one) fitted on the other folds' rows."""
+    y, pred, folds = np.asarray(y), np.asarray(pred), np.asarray(folds)
+    rows = np.ones(len(y), dtype=bool) if rows is None else np.asarray(rows, dtype=bool)
+    if not metric.rule:
+        return metric.score(y[rows], pred[rows])
+    rules = {int(k): metric.fit_rule(y[folds != k], pred[folds != k]) for k in np.unique(folds[rows])}
+    return metric.score_under(y[rows], pred[rows], folds[rows], rules)
+
+
+def ranking_baselines(comp, df: pd.DataFrame, folds: np.ndarray, catalogue: pd.DataFrame | None = None,
+                      rows=None) -> dict:
+    """{baseline: the competition's MAP@k} of what needs no transformer, on `rows` (None: every
+    row). Retrieval: the items most often tagged on the other folds first (per fold, honest), and
+    TF-IDF cosine of query and item (fitted on the texts only, no label). Classes answered top k:
+    answer_baselines. Multiple choice: random order (its expectation), and the longest option
+    first."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     metric = get_metric(comp.metric_name)
+    score = lambda truth, pred: scored(metric, truth, pred, folds, rows)  # noqa: E731
     y = df[comp.target_cols[0]].astype(str).to_numpy()
     out = {}
     if catalogue is not None:
@@ -646,19 +660,69 @@ def ranking_baselines(comp, df: pd.DataFrame, folds: np.ndarray, catalogue: pd.D
         for k in np.unique(folds):
             counts = pd.Series(y[folds != k]).value_counts().reindex(ids, fill_value=0).to_numpy(float)
             freq[folds == k] = counts - np.arange(len(ids)) * 1e-9  # ties: catalogue order
-        out["most often tagged first"] = metric.score(truth, freq)
+        out["most often tagged first"] = score(truth, freq)
         queries = plain_texts(comp.input_texts(df))
         vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit(list(queries) + list(catalogue["text"]))
         sims = (vec.transform(queries) @ vec.transform(catalogue["text"]).T).toarray()
-        out["TF-IDF cosine"] = metric.score(truth, sims)
-    if comp.options:
-        truth = pd.Series(np.arange(len(comp.options)), index=list(comp.options)).loc[y].to_numpy()
+        out["TF-IDF cosine"] = score(truth, sims)
+    if not comp.catalogue and not comp.options:  # classes answered top k
+        out.update(answer_baselines(comp, df, folds, rows))
+    if comp.options:  # a reranker's row whose candidates miss the true item (no_answer): -1, scored 0
+        truth = pd.Series(np.arange(len(comp.options)), index=list(comp.options)).reindex(y).fillna(-1)
+        truth = truth.to_numpy(dtype=int)
         n = len(comp.options)
         # Random order, in expectation: the answer at each rank with chance 1/n.
         out["random order"] = float(sum(1 / r for r in range(1, min(comp.answer_k, n) + 1)) / n)
         lengths = df[list(comp.options)].fillna("").astype(str).apply(lambda c: c.str.len()).to_numpy(float)
-        out["longest option first"] = metric.score(truth, lengths)
+        out["longest option first"] = score(truth, lengths)
     return out
+
+
+def condition_columns(comp, df: pd.DataFrame) -> list:
+    """The columns rows are grouped or conditioned by (the group column, a pair's first text,
+    the stratification column) whose values repeat: what a most-frequent-answer baseline reads."""
+    pair = comp.text_cols[0] if len(comp.text_cols) == 2 and not comp.text_template else ""
+    cols = [c for c in dict.fromkeys((comp.group_col, pair, comp.stratify_col)) if c and c in df.columns]
+    return [c for c in cols if c not in comp.target_cols and df[c].nunique() <= len(df) / 2]
+
+
+def answer_baselines(comp, df: pd.DataFrame, folds: np.ndarray, rows=None) -> dict:
+    """{baseline: score on `rows`} of a classification answered top k that reads no text: the
+    answers most frequent on the other folds first, overall and per value of each
+    condition_columns column (the answers most frequent among the other folds' rows of the same
+    question or rule; the overall order where a value is new or counts tie)."""
+    metric = get_metric(comp.metric_name)
+    y, labels = _truth(comp, df)
+    n, folds = len(labels), np.asarray(folds)
+    overall = np.zeros((len(df), n))
+    for k in np.unique(folds):
+        counts = np.bincount(y[folds != k], minlength=n).astype(float)
+        overall[folds == k] = counts - np.arange(n) * 1e-9  # ties: the classes' order
+    out = {"most frequent answers first": scored(metric, y, overall, folds, rows)}
+    tie = overall / (np.abs(overall).max() + 1) / 2  # below one count: orders only where counts tie
+    for col in condition_columns(comp, df):
+        values, scores = df[col].astype(str).to_numpy(), tie.copy()
+        for k in np.unique(folds):
+            held = folds == k
+            table = pd.crosstab(values[~held], y[~held]).reindex(columns=range(n), fill_value=0)
+            scores[held] += table.reindex(values[held]).fillna(0).to_numpy(float)
+        out[f"most frequent answers per {col!r}"] = scored(metric, y, scores, folds, rows)
+    return out
+
+
+def cheap_baselines(comp, df: pd.DataFrame, folds: np.ndarray, rows=None) -> dict:
+    """{baseline: score in the competition's metric on `rows`} of what fits nothing on the text,
+    each row's prediction from the other folds (so a run's finished folds are scored as its CV
+    is): what training prints beside its CV. A ranking's (answer_baselines; the options' random
+    and longest-first order) or the text-blind constant; {} for a catalogue or spans, whose
+    baselines the EDA computes."""
+    if comp.catalogue or comp.span_task:
+        return {}
+    if comp.ranking:
+        return ranking_baselines(comp, df, folds, rows=rows)
+    y, _ = _truth(comp, df)
+    return {targets_of(objective_of(comp)).constant:
+            scored(get_metric(comp.metric_name), y, constant_oof(comp, df), folds, rows)}
 
 
 def span_facts(comp, df: pd.DataFrame, tokenizer=None) -> dict:

@@ -396,6 +396,16 @@ class SpanDataset(torch.utils.data.Dataset):
                     tgt.append(t)
         self.owner = np.asarray(owner, dtype=int)
         self.n_texts, self.heads = len(self.texts), heads
+        per_row = np.bincount(self.owner, minlength=self.n_texts)
+        long = per_row > 1
+        self.fit_note = "" if not long.any() else (
+            f"read whole in overlapping windows: {int(per_row[long].sum())} of the {len(self.owner)} windows"
+            f" (row {int(per_row.argmax()) + 1} alone {int(per_row.max())})")
+        if long.any() and per_row[long].sum() > len(self.owner) / 2:
+            say_once(f"warning: {int(long.sum())} of {self.n_texts} texts longer than max_len {max_len} make "
+                     f"{int(per_row[long].sum())} of the {len(self.owner)} windows, most of an epoch (row "
+                     f"{int(per_row.argmax()) + 1} alone {int(per_row.max())}): train with a larger --max-len, or "
+                     "check those texts")
         if cut:  # said once per process: each fold of a run reads the same rows
             say_once(f"warning: {len(cut)} row(s) read with their condition cut to its first tokens, leaving half of "
                      f"max_len {max_len} to the text in each window (e.g. {spans.show(cut[0], 60)})")

@@ -33,7 +33,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from . import backbone as bb
-from . import resume, runs
+from . import eda, resume, runs
 from .average import WeightAverage, trained_state
 from .batching import (
     Batches,
@@ -58,6 +58,7 @@ from .config import (
 from .data import (
     REFERENCE_ID,
     DataError,
+    _rows,
     folds_fingerprint,
     read_pseudo,
 )
@@ -300,6 +301,7 @@ class FoldData:
     pseudo_ds: TextDataset | None  # pseudo rows trained on alone first (--pseudo-epochs)
     n_pseudo: int
     n_cut: int  # texts longer than max_len
+    fit_note: str = ""  # how the training rows' long texts are read, where the shape decides (spans: windows)
     items_ds: TextDataset | None = None  # a retriever's catalogue, tokenized
     negatives: np.ndarray | None = None  # a retriever's mined hard negatives per training row (shape.prepare)
 
@@ -329,7 +331,7 @@ def fold_data(cfg: TrainConfig, comp, df: pd.DataFrame, folds: np.ndarray, fold:
     items = shape.items(comp, Path(cfg.train_csv).parent)  # a retriever's catalogue, as long as a query may be
     items_ds = None if items is None else TextDataset(items["text"].tolist(), tokenizer, cfg.max_len)
     return FoldData(tokenizer, labels, y, tr, va, train_ds, valid_ds, pseudo_ds, len(p_texts),
-                    train_ds.n_truncated + valid_ds.n_truncated, items_ds)
+                    train_ds.n_truncated + valid_ds.n_truncated, getattr(train_ds, "fit_note", ""), items_ds)
 
 
 def fold_model(cfg: TrainConfig, comp: Competition, data: FoldData,
@@ -411,8 +413,11 @@ def fold_optimisation(cfg: TrainConfig, comp: Competition, data: FoldData, model
     return model, optimizer, scheduler, {**b, "loaders": loaders, "valid": valid_dl, "total": total, "extra": extra}
 
 
-def truncation_note(cfg: TrainConfig, fold: int, n_cut: int, n_rows: int) -> str:
-    """The line saying how many texts are longer than max_len, and what --fit keeps of them."""
+def truncation_note(cfg: TrainConfig, fold: int, n_cut: int, n_rows: int, fit_note: str = "") -> str:
+    """The line saying how many texts are longer than max_len, and what --fit keeps of them (or,
+    where the shape decides, `fit_note`: a span task reads them whole in windows)."""
+    if fit_note:
+        return f"fold {fold}: {n_cut} of {n_rows} texts longer than max_len {cfg.max_len}, {fit_note}"
     kept = {"head": "their first tokens kept", "head_tail": "their first and last tokens kept",
             "windows": "read in overlapping windows, predictions averaged"}[cfg.fit]
     return f"fold {fold}: {n_cut} of {n_rows} texts truncated to max_len {cfg.max_len} ({kept})"
@@ -439,7 +444,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     log = accelerator.print
     data = fold_data(cfg, comp, df, folds, fold, pseudo)
     if data.n_cut:
-        log(truncation_note(cfg, fold, data.n_cut, len(df)))
+        log(truncation_note(cfg, fold, data.n_cut, len(df), data.fit_note))
     model, target_mean = fold_model(cfg, comp, data, precision)
     shape.prepare(cfg, data, model, accelerator.device)  # e.g. hard negatives, mined by the untrained model
     model, optimizer, scheduler, b = fold_optimisation(cfg, comp, data, model, fold, accelerator, pseudo is not None)
@@ -767,6 +772,7 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
         accelerator.print(f"{len(pseudo[0])} pseudo-labelled rows join every fold's training side "
                           + (f"({cfg.pseudo_epochs} epoch(s) alone first)" if cfg.pseudo_epochs
                              else f"(mixed, weight {cfg.pseudo_weight:g})"))
+    df, folds = learnable_rows(comp, df, folds, Path(cfg.train_csv).name, accelerator.print)
     metrics = {}
     memory = {"accelerator": accelerator, "size": cfg.batch_size, "precision": precision}  # the micro-batch that fits
     for fold in todo:
@@ -801,9 +807,47 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
         del model
     if accelerator.is_main_process and not metrics and runs.finished_folds(out):
         metrics = summarize(cfg, comp, out)
+    line = beside_the_bar(comp, df, folds, metrics) if accelerator.is_main_process and metrics.get("cv") is not None \
+        else ""
+    if line:
+        accelerator.print(line)
     if cfg.log_with:
         accelerator.end_training()
     return metrics
+
+
+def learnable_rows(comp: Competition, df: pd.DataFrame, folds: np.ndarray, name: str, say=print):
+    """(df, folds) without the rows nothing can be learnt from nor scored on: a span task's row
+    whose text is blank (no span to find; Tweet's Jaccard divides by zero there: the real train.csv
+    has one). Left out after the folds are made, so every other row keeps its fold; said in one
+    line naming the rows."""
+    if not comp.span_col:
+        return df, folds
+    blank = (df[comp.span_col].astype(str).str.strip() == "").to_numpy()
+    if not blank.any():
+        return df, folds
+    say(f"warning: {name}: column {comp.span_col!r} is empty at {_rows(df, blank, comp.id_col)}: left out of "
+        "training and of the CV (a blank text has no span to find, and the metric divides by zero there); "
+        "every other row keeps its fold")
+    return df[~blank].reset_index(drop=True), folds[~blank]
+
+
+def beside_the_bar(comp: Competition, df: pd.DataFrame, folds: np.ndarray, metrics: dict) -> str:
+    """The run's CV beside the bar a model must clear without reading a word: utils.eda's
+    cheap_baselines (the most frequent answers, per question or rule too; the longest option; the
+    constant) on the same finished folds' rows, each row's from the other folds. A model that
+    does not clear it learnt nothing the counts do not know."""
+    done = np.isin(folds, metrics["folds_done"])
+    scores = eda.cheap_baselines(comp, df, folds, done)
+    if not scores:
+        return ""
+    metric = get_metric(comp.metric_name)
+    name, best = eda.bar(scores, comp.metric_name)
+    others = ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if k != name)
+    clears = metrics["cv"] > best if metric.greater_is_better else metrics["cv"] < best
+    return (f"cv {metrics['metric']} {metrics['cv']:.4f} beside the bar that reads no text (same folds): {name} "
+            f"{best:.4f}" + (f"; {others}" if others else "") + ("" if clears else
+                                                                 ": the model does NOT clear it"))
 
 
 def launch(cfg: TrainConfig, num_processes: int = 1, comp: Competition | None = None) -> dict:
