@@ -312,6 +312,27 @@ def test_a_sentencepiece_tokenizer_without_its_packages_names_the_missing_one(ti
     assert "tiktoken" not in str(e.value)
 
 
+@pytest.mark.parametrize("error", [
+    ValueError("`tiktoken` is required to read a `tiktoken` file. Install it with `pip install tiktoken`."),  # 5.x
+    AttributeError("'NoneType' object has no attribute 'endswith'"),  # 4.57.3 (huggingface/transformers#42583)
+])
+def test_a_hub_models_sentencepiece_tokenizer_without_sentencepiece_names_it(error, monkeypatch):
+    import utils.model as um
+
+    def fails(*args, **kw):
+        raise error
+
+    monkeypatch.setattr(um, "_pretrained", fails)
+    monkeypatch.setitem(sys.modules, "sentencepiece", None)
+    with pytest.raises(ValueError) as e:
+        load_tokenizer("microsoft/deberta-v3-base")
+    assert one_line(e) == ("the tokenizer of microsoft/deberta-v3-base (a SentencePiece model) needs sentencepiece, "
+                           "which is not installed: pip install sentencepiece")
+    monkeypatch.delitem(sys.modules, "sentencepiece")  # installed: transformers' own error stands
+    with pytest.raises(type(error), match="tiktoken|endswith"):
+        load_tokenizer("microsoft/deberta-v3-base")
+
+
 @pytest.mark.parametrize("family", ["deberta-v3", "xlm-roberta"])
 def test_a_corrupt_sentencepiece_model_is_named_unreadable_not_a_missing_tiktoken(tiny_encoders, family, tmp_path):
     folder = shutil.copytree(tiny_encoders[family], tmp_path / family)
@@ -357,6 +378,19 @@ def test_qwen3_pools_its_real_last_token_whatever_the_padding_side(tiny_decoders
             pooled = model(b["input_ids"], b["attention_mask"])
             for i in range(2):
                 assert torch.allclose(pooled[i], alone[i], atol=1e-5), side
+
+
+@pytest.mark.parametrize("family", ["qwen3", "gemma3"])
+def test_qwen3_and_gemma3_train_with_lora_and_a_fold_reproduces_its_oof(tiny_decoders, family, tmp_path):
+    from helpers import lora_for
+
+    from utils.train import run_cv
+
+    tiny_csv = tmp_path / "train.csv"
+    tiny_frame(16).to_csv(tiny_csv, index=False)
+    metrics = run_cv(lora_for(tiny_csv, tmp_path / "run", tiny_decoders[family], max_steps=2, only_folds=(1,)))
+    assert metrics["folds_done"] == [1] and np.isfinite(metrics["cv"])
+    assert_fold_reproduces_its_oof(tmp_path / "run", 1, tiny_csv)  # the adapters reloaded onto the base
 
 
 @pytest.mark.parametrize("family", ["gemma2", "gemma3"])

@@ -85,9 +85,9 @@ FAMILIES = {f.name: f for f in (
     # four norms per block, and the soft-capped scores kept beside the probabilities
     Family("gemma2", True, ATTENTION_AND_MLP, fp16=False, attention="eager", why=GEMMA2_WHY,
            saved_hidden=10.5, saved_scores=2),
-    # Gemma 3's text model (gemma-3-1b; the larger ones' language model is the same)
+    # Gemma 3's text model (gemma-3-1b, model_type gemma3_text; the larger checkpoints are
+    # image-text models, "gemma3", whose config nests the text model's)
     Family("gemma3_text", True, ATTENTION_AND_MLP, fp16=False, why=GEMMA3_WHY, title="Gemma 3", floor="4.50"),
-    Family("gemma3", True, ATTENTION_AND_MLP, fp16=False, why=GEMMA3_WHY, title="Gemma 3", floor="4.50"),
     Family("phi3", True, ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")),
     Family("phi", True, ("q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2")),
 )}

@@ -515,11 +515,13 @@ def load_tokenizer(name_or_dir: str):
     its special tokens is refused in one line."""
     try:
         tok = _pretrained(AutoTokenizer, name_or_dir)
-    except (ValueError, ImportError) as e:
-        # a hub model's SentencePiece tokenizer without its packages: transformers 5 asks for tiktoken
-        # (a folder's files were checked before the load)
+    except (ValueError, ImportError, AttributeError) as e:
+        # a hub model's SentencePiece tokenizer without its packages: transformers 5 asks for tiktoken,
+        # 4.57 fails on the missing slow tokenizer's vocab_file ("'NoneType' object has no attribute
+        # 'endswith'"); a folder's files were checked before the load
         folder = Path(models.resolve(name_or_dir)).expanduser().is_dir()
-        if not folder and any(w in str(e) for w in ("tiktoken", "protobuf", "sentencepiece", "SentencePiece")):
+        words = ("tiktoken", "protobuf", "sentencepiece", "SentencePiece", "endswith")
+        if not folder and any(w in str(e) for w in words):
             bb.check_packages(bb.SENTENCEPIECE, f"the tokenizer of {name_or_dir} (a SentencePiece model)")
         raise
     if not set(tok.get_vocab()) - set(tok.all_special_tokens):
