@@ -296,6 +296,17 @@ def test_a_family_newer_than_this_transformers_is_one_line_naming_the_release(ti
     with pytest.raises(ValueError) as e:
         load_tokenizer(tiny_encoders["modernbert"])
     assert "pip install -U 'transformers>=4.48'" in one_line(e) and tiny_encoders["modernbert"] in str(e.value)
+    # a hub name: transformers only says it does not know the model type
+
+    def unknown(*args, **kw):
+        raise ValueError("The checkpoint you are trying to load has model type `modernbert` but Transformers does "
+                         "not recognize this architecture.")
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", unknown)
+    with pytest.raises(ValueError) as e:
+        max_positions("answerdotai/ModernBERT-base")
+    assert one_line(e) == ("answerdotai/ModernBERT-base: ModernBERT needs transformers >= 4.48 (this is 4.46.3): "
+                           "pip install -U 'transformers>=4.48'")
 
 
 @pytest.mark.parametrize("package", ["sentencepiece", "google.protobuf"])

@@ -432,7 +432,12 @@ def _pretrained(auto_cls, name_or_dir: str):
             kw = _read_as_4x(path)
     try:
         return auto_cls.from_pretrained(text, **kw)
-    except ValueError:
+    except ValueError as e:
+        # a hub model of a family newer than this transformers ("has model type `modernbert` but
+        # Transformers does not recognize this architecture"): the release it needs
+        unknown = re.search(r"model type `([\w-]+)`", str(e))
+        if unknown:
+            bb.check_floor(unknown.group(1), text)
         # transformers 5.x saves a generic fast tokenizer as class "TokenizersBackend", which 4.x
         # does not know; its tokenizer.json is all that a fast tokenizer needs.
         if auto_cls is not AutoTokenizer or not (path / "tokenizer.json").is_file():
