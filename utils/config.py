@@ -95,6 +95,10 @@ class TrainConfig:
     pseudo_csv: str = ""  # extra rows for every fold's training side; fold k uses its O_fold{k} columns
     pseudo_weight: float = 1.0  # weight of a pseudo row's loss when mixed with the real rows
     pseudo_epochs: int = 0  # >0: first this many epochs on pseudo rows alone, then the real rows
+    # --- distillation (python -m utils.pseudo --training-rows: a teacher's fold-matched predictions) ---
+    distil_csv: str = ""  # fold k's student mixes the fold-k teachers' predictions of its rows into their targets
+    distil_weight: float = 0.5  # the teacher's share of a training row's target (the label keeps 1 - it)
+    distil_temperature: float = 1.0  # classes: the teacher's probabilities softened, p ** (1 / T) renormalised
     # --- evaluation ---
     eval_every: int = 40  # optimizer steps between validations (also at each epoch end)
     # Evaluate more often as RMSE falls: ((0.50, 16), (0.49, 8), (0, 1)) = every 16 steps while
@@ -151,6 +155,12 @@ class TrainConfig:
             raise ValueError("--load-in-4bit needs --lora-r (a 4-bit backbone is frozen: only adapters can train)")
         if self.lora_r and self.reinit_layers:
             raise ValueError("--reinit-layers with --lora-r: re-initialised layers would stay frozen")
+        if not 0 <= self.distil_weight <= 1:
+            raise ValueError(f"distil_weight is the teacher's share of a target, in [0, 1], got {self.distil_weight}")
+        if self.distil_temperature <= 0:
+            raise ValueError(f"distil_temperature must be > 0, got {self.distil_temperature}")
+        if self.distil_csv and self.loss == "se":
+            raise ValueError("--distil-csv needs loss mse or rmse (a teacher's prediction has no standard error)")
         if self.pseudo_weight < 0:
             raise ValueError(f"pseudo_weight must be >= 0, got {self.pseudo_weight}")
         if self.save_every < -1:
@@ -231,6 +241,9 @@ def check_settings(cfg: TrainConfig, comp: Competition) -> None:
     if cfg.pseudo_csv and (comp.ranking or comp.span_task):
         raise ValueError(f"--pseudo-csv: {comp.slug} answers {'parts of its texts' if comp.span_task else 'a ranking'}"
                          "; pseudo-labels are made for values, classes and labels only")
+    if cfg.distil_csv and not objective_of(comp).distils:
+        raise ValueError(f"--distil-csv: {comp.slug} answers {'parts of its texts' if comp.span_task else 'a ranking'}"
+                         "; a teacher's predictions are mixed into values, classes and labels only")
     if cfg.pooling == NO_POOLING and objective_of(comp).pooling != NO_POOLING:
         raise ValueError(f"--pooling tokens (no pooling: an output per token) is for span tasks; a {comp.task} "
                          "model pools its tokens into one vector: attention, mean, max, cls, last or attention+mean")
@@ -241,7 +254,7 @@ CONTENT_KEYS = {"train_csv_sha256": "--train-csv's content", "folds_csv_sha256":
                 "model_sha256": "the --model folder's files", "pseudo_sha256": "--pseudo-csv's content",
                 "competition_sha256": "--competition's file", "metric_sha256": "the competition's metric_file",
                 "catalogue_sha256": "the catalogue file's content",
-                "joins_sha256": "the tables joined onto --train-csv"}
+                "joins_sha256": "the tables joined onto --train-csv", "distil_sha256": "--distil-csv's content"}
 
 
 def _joins_sha256(comp: Competition, train_csv) -> str:
@@ -281,6 +294,8 @@ def identity(cfg: TrainConfig, comp: Competition) -> dict:
     if cfg.pseudo_csv and Path(cfg.pseudo_csv).is_file():
         # The file's content, not just its name: a resume cannot mix two sets of pseudo-labels.
         d["pseudo_sha256"] = content_sha256(cfg.pseudo_csv)
+    if cfg.distil_csv and Path(cfg.distil_csv).is_file():  # likewise: the teacher's predictions by content
+        d["distil_sha256"] = content_sha256(cfg.distil_csv)
     return json.loads(json.dumps(d))  # tuples -> lists, exactly as config.json stores them
 
 

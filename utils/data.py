@@ -299,7 +299,7 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
                         "rows; make it from runs trained on this run's folds (same --fold-seed or "
                         "--folds-csv)")
     df = check_frame(load_csv(path, id_col, text_cols), path.name, text_cols, (), id_col)
-    filtered = info.get("max_std") is not None
+    filtered = info.get("max_std") is not None or info.get("rows") == "training"  # (a fold's own rows: empty)
     for col in fold_cols:
         raw = df[col]
         values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
@@ -311,6 +311,45 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
         df[col] = values
     _check_probabilities(df, path.name, [c for c in fold_cols if c.startswith("prob_")], id_col)
     return df, True
+
+
+def read_teacher(path, ids: pd.Series, folds: np.ndarray, fingerprint: str, todo, outputs=("target",),
+                 id_col: str = "id", text_cols=("excerpt",)) -> pd.DataFrame:
+    """A teacher's predictions of the training rows (utils.pseudo --training-rows), as columns
+    O_fold{k} aligned with `ids` (the training rows, in order): what fold k's student mixes into
+    the targets of the rows it trains on (those of the other folds). Refused in one line: a file
+    made for other texts (pseudo-labels), with other folds (its fold-k models saw fold k's rows),
+    without a fold to train, or missing a training row of a fold."""
+    import json
+
+    path = Path(path)
+    info_path = pseudo_info_path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    if info.get("rows") != "training":
+        raise DataError(f"{path.name}: not a teacher's predictions of the training rows ({info_path.name} "
+                        f"{'does not say rows: training' if info else 'is missing'}): make one with python -m "
+                        "utils.pseudo --training-rows (texts of other rows go to --pseudo-csv)")
+    df, per_fold = read_pseudo(path, text_cols, fingerprint, todo, outputs, id_col)
+    if not per_fold:  # (read_pseudo refuses other folds and missing fold columns)
+        raise DataError(f"{path.name} has no O_fold{{k}} columns: a student needs each fold's own teacher")
+    table = df.set_index(df[id_col].astype(str))
+    ids = ids.astype(str)
+    missing = ~ids.isin(table.index)
+    if missing.any():
+        raise DataError(f"{path.name} has no prediction for {int(missing.sum())} training rows (e.g. id "
+                        f"{ids[missing].iloc[0]!r}): the teachers were trained on other rows")
+    cols = [f"{o}_fold{k}" for k in todo for o in outputs]
+    out = table.loc[ids, cols].reset_index(drop=True)
+    for k in todo:
+        need = (np.asarray(folds) != k)
+        for o in outputs:
+            bad = need & ~np.isfinite(out[f"{o}_fold{k}"].to_numpy(dtype=float))
+            if bad.any():
+                raise DataError(f"{path.name}: column '{o}_fold{k}' is empty at a row fold {k}'s student trains on "
+                                f"(id {ids[bad].iloc[0]!r})")
+    return out
 
 
 def _check_probabilities(df: pd.DataFrame, name: str, cols, id_col: str) -> None:

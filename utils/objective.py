@@ -33,6 +33,13 @@ from .metrics import METRICS, rmse
 from .outputs import Decoded, read_chars  # noqa: F401  (their home is utils.outputs; named here as before)
 
 
+def softened(p: np.ndarray, temperature: float) -> np.ndarray:
+    """Probabilities (..., classes) at a temperature: p ** (1 / T) renormalised, as a softmax of
+    the logits divided by T (T > 1 flattens them, a teacher's "dark knowledge"; T = 1 keeps them)."""
+    q = np.power(np.clip(np.asarray(p, dtype=np.float64), 1e-12, 1.0), 1.0 / temperature)
+    return q / q.sum(axis=-1, keepdims=True)
+
+
 @dataclass(frozen=True)
 class Objective:
     """What the kinds share: one output per target column (Classification has one per class
@@ -116,6 +123,14 @@ class Objective:
         """Targets as the rows they are mixed with (pseudo-labels): one-hot class probabilities."""
         return y
 
+    distils: ClassVar[bool] = False  # a teacher's outputs mix into its targets (utils.train --distil-csv)
+
+    def distilled(self, y: np.ndarray, teacher: np.ndarray, weight: float, temperature: float) -> np.ndarray:
+        """Training targets (n, outputs) mixing the labels y with a teacher's outputs (n, outputs):
+        (1 - weight) x the label + weight x the teacher's prediction (values) or its probabilities
+        softened by `temperature` (classes, labels)."""
+        raise NotImplementedError
+
     def target_mean(self, y: np.ndarray, n_targets: int, n_out: int) -> np.ndarray:
         """The training rows' mean output (N,) -> (outputs,): class shares, or target means."""
         return y[:, :n_targets].astype(float).mean(0)
@@ -181,6 +196,13 @@ class Regression(Objective):
     one)."""
 
     kind: ClassVar[str] = "values"
+    distils: ClassVar[bool] = True
+
+    def distilled(self, y, teacher, weight, temperature):
+        mixed = np.asarray(y, dtype=np.float32).copy()
+        t = teacher.shape[1]
+        mixed[:, :t] = (1 - weight) * mixed[:, :t] + weight * teacher
+        return mixed
     OUTPUTS: ClassVar[type] = outputs.RegressionOutputs
 
     def targets(self, df, target_cols, labels, extra_cols=()):
@@ -280,6 +302,12 @@ class Classification(Objective):
     def soft(self, y, n_out):
         return np.eye(n_out, dtype=np.float32)[y.astype(int)]
 
+    distils: ClassVar[bool] = True
+
+    def distilled(self, y, teacher, weight, temperature):
+        return ((1 - weight) * self.soft(y, teacher.shape[1]) + weight * softened(teacher, temperature)).astype(
+            np.float32)
+
     def target_mean(self, y, n_targets, n_out):
         return np.bincount(y.astype(int), minlength=n_out) / len(y)
 
@@ -328,6 +356,11 @@ class MultiLabel(Objective):
     cross-entropy."""
 
     kind: ClassVar[str] = "labels"
+    distils: ClassVar[bool] = True
+
+    def distilled(self, y, teacher, weight, temperature):
+        p = softened(np.stack([1 - teacher, teacher], axis=-1), temperature)[..., 1]  # each label: two classes
+        return ((1 - weight) * np.asarray(y, dtype=np.float32) + weight * p).astype(np.float32)
     OUTPUTS: ClassVar[type] = outputs.MultiLabelOutputs
 
     def check_labels(self, comp, df, name, items=None):
@@ -376,6 +409,7 @@ class MultipleChoice(Classification):
     the answer the top answer_k of them."""
 
     kind: ClassVar[str] = "options"
+    distils: ClassVar[bool] = False  # a ranking: its scores over the options are not mixed in yet
     OUTPUTS: ClassVar[type] = outputs.MultipleChoiceOutputs
 
     def check_labels(self, comp, df, name, items=None):

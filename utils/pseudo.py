@@ -20,6 +20,13 @@ fold k and output O
   every output);
 then O (the mean of the fold columns) and O_std (the spread over every fold model, for figures
 only: fold j's models saw fold k's validation rows, so no fold's rows are chosen by it).
+
+Distillation: `--training-rows` labels the training file's own rows instead (no --texts), for a
+student (`utils.train --distil-csv OUT`): a row's O_fold{k} is the fold-k models' prediction, made
+by models trained on exactly the rows fold k's student trains on, so no student sees a signal from
+a model that trained on its validation rows; O_fold{k} is left empty on fold k's own rows (its
+student validates on them). The .json twin says `"rows": "training"` and names the teachers by
+identity (utils.runs.identity), which the student's run records.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from .ensemble import blend, blend_weights, normalize_weights, read_blend
 from .files import run_names, write_csv, write_json
 from .objective import get_objective
 from .predict import blank_texts, check_runs, check_runs_agree, predict_folds, run_competition
-from .runs import BLEND, FOLDS, finished_folds, read_folds
+from .runs import BLEND, FOLDS, finished_folds, identity, read_folds
 from .tables import read_split
 
 
@@ -156,13 +163,41 @@ def texts_to_label(comp, texts_csv, train_csv) -> tuple[pd.DataFrame, np.ndarray
     return texts, dup, blank
 
 
+def training_rows(comp, train_csv, runs) -> pd.DataFrame:
+    """The training file's rows, as the teachers read it; one line when they are not the rows the
+    teachers' folds hold (a teacher of other rows)."""
+    rows = read_split(comp, train_csv, "train")
+    ids = set(rows[comp.id_col].astype(str))
+    theirs = set(read_folds(runs[0]).index.astype(str))
+    if ids != theirs:
+        extra = sorted(ids - theirs) or sorted(theirs - ids)
+        raise DataError(f"{Path(train_csv).name} has other rows than {runs[0]}'s folds ({len(ids)} against "
+                        f"{len(theirs)}; e.g. id {extra[0]!r}): a student distils the teachers' predictions of "
+                        "the rows they trained on, from the same training file")
+    return rows
+
+
+def blank_own_fold(out: pd.DataFrame, comp, runs, names) -> pd.DataFrame:
+    """O_fold{k} emptied on fold k's own rows: fold k's student validates on them, never trains."""
+    fold_of = read_folds(runs[0])
+    fold_of.index = fold_of.index.astype(str)
+    own = fold_of.loc[out[comp.id_col].astype(str)].to_numpy()
+    for k in finished_folds(runs[0]):
+        for o in names:
+            out.loc[own == k, f"{o}_fold{k}"] = np.nan
+    return out
+
+
 def main(argv=None) -> int:
     """CLI entry point: errors a user can act on are one line on stderr and exit code 2."""
     p = argparse.ArgumentParser(prog="python -m utils.pseudo", description=first_paragraph(__doc__),
                                 formatter_class=HelpFormatter)
     p.add_argument("--runs", nargs="+", required=True, help="teacher run folders (same folds)")
-    p.add_argument("--texts", required=True, help="CSV of texts to label: the id and text columns of "
+    p.add_argument("--texts", help="CSV of texts to label: the id and text columns of "
                    "the teachers' competition, as in its test file")
+    p.add_argument("--training-rows", action="store_true", help="label the training file's own rows instead "
+                   "(no --texts): a student's targets, utils.train --distil-csv; each row's fold-k column from "
+                   "the fold-k models, empty on fold k's own rows")
     p.add_argument("--train-csv", required=True, help="the labelled data: its texts are dropped")
     p.add_argument("--out", required=True, help="pseudo-label CSV to write (+ its .json)")
     p.add_argument("--blend", help=f"{BLEND}: weights of the runs (default: equal)")
@@ -188,9 +223,18 @@ def main(argv=None) -> int:
                   "fold, honest only if they were not fitted on these runs' out-of-fold rows",
                   file=sys.stderr)
         check_max_std(args.runs, args.max_std)
-        texts, dup, blank = texts_to_label(comp, args.texts, args.train_csv)
+        if args.training_rows == bool(args.texts):
+            raise DataError("give --texts (texts to pseudo-label) or --training-rows (the training file's own "
+                            "rows, a student's distillation targets), one of the two")
+        if args.training_rows:
+            texts = training_rows(comp, args.train_csv, args.runs)
+            dup, blank = np.zeros(len(texts), bool), np.zeros(len(texts), bool)
+        else:
+            texts, dup, blank = texts_to_label(comp, args.texts, args.train_csv)
         out = make_pseudo(args.runs, texts, weights, not args.no_progress,
                           fold_weights, args.max_std, comp, args.base_model)
+        if args.training_rows:
+            out = blank_own_fold(out, comp, args.runs, names)
         n_labelled = len(texts)
         kept = {k: int(out[f"{names[0]}_fold{k}"].notna().sum()) for k in folds}
         if args.max_std is not None:
@@ -204,7 +248,9 @@ def main(argv=None) -> int:
                 "weights_per_fold": ({str(k): w.tolist() for k, w in fold_weights.items()}
                                      if fold_weights else None),
                 "n_rows_per_fold": {str(k): n for k, n in kept.items()},
-                "texts": Path(args.texts).name, "n_rows": len(out),
+                "texts": Path(args.texts or args.train_csv).name, "n_rows": len(out),
+                "rows": "training" if args.training_rows else "texts",
+                "teachers": [{"run": n, "identity": identity(r)} for n, r in zip(run_names(args.runs), args.runs)],
                 "n_dropped_train_duplicates": int(dup.sum()), "n_dropped_blank": int(blank.sum()),
                 "max_std": args.max_std, "n_dropped_max_std": n_labelled - len(out)}
         write_csv(args.out, out)

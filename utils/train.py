@@ -18,6 +18,7 @@ lines) is the competition's metric of exactly those, so anyone recomputing it fr
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import re
@@ -60,7 +61,9 @@ from .data import (
     DataError,
     _rows,
     folds_fingerprint,
+    pseudo_info_path,
     read_pseudo,
+    read_teacher,
 )
 from .env import versions
 from .files import atomic_dir
@@ -277,6 +280,9 @@ def pseudo_outputs(comp: Competition, labels=None) -> list:
     return obj.outputs.pseudo_columns(obj.output_names(comp.target_cols, labels))
 
 
+TEACHER = "teacher:"  # the prefix of a --distil-csv's columns joined onto the training rows
+
+
 def pseudo_rows(comp: Competition, pseudo, fold: int, labels=None):
     """(texts, (P, outputs) targets) of the pseudo-labels fold `fold` trains on: its own columns
     O_fold{k} (models that never saw its validation rows), else the shared O columns; class
@@ -317,9 +323,13 @@ def fold_data(cfg: TrainConfig, comp, df: pd.DataFrame, folds: np.ndarray, fold:
     tokenizer = load_tokenizer(cfg.model)
     texts = shape.inputs(comp, df)
     train_texts, train_y, weights, pseudo_ds, p_texts = [texts[i] for i in tr], y[tr], None, None, []
+    own = [f"{TEACHER}{o}_fold{fold}" for o in pseudo_outputs(comp, labels)]
+    if own[0] in df.columns:  # --distil-csv: the fold-k teachers' predictions, made without fold k's rows
+        teacher = df[own].to_numpy(dtype=np.float32)[tr]
+        train_y = obj.distilled(train_y, teacher, cfg.distil_weight, cfg.distil_temperature)
     if pseudo is not None:
         p_texts, p_y = pseudo_rows(comp, pseudo, fold, labels)
-        if labels is not None:  # soft labels: the real rows' classes as one-hot probabilities
+        if labels is not None and train_y.ndim == 1:  # soft labels: the real rows' classes as one-hot probabilities
             train_y = obj.soft(train_y, len(labels))
         if cfg.pseudo_epochs:
             pseudo_ds = shape.dataset(p_texts, tokenizer, cfg.max_len, p_y, fit=cfg.fit)
@@ -398,7 +408,7 @@ def fold_optimisation(cfg: TrainConfig, comp: Competition, data: FoldData, model
     scheduler, {"loaders", "samplers", "phases", "valid", "total"})."""
     from transformers import get_cosine_schedule_with_warmup
 
-    b = fold_batches(cfg, comp, data, fold, accelerator, soft)
+    b = fold_batches(cfg, comp, data, fold, accelerator, soft or bool(cfg.distil_csv))  # distilled: soft targets
     optimizer = build_optimizer(model, cfg)
     model, optimizer, train_dl, valid_dl = accelerator.prepare(model, optimizer, b["loaders"]["labelled"], b["valid"])
     loaders = {"labelled": train_dl}
@@ -712,6 +722,8 @@ def summarize(cfg: TrainConfig, comp: Competition, out: Path) -> dict:
     per_metric = own_figures(comp, truth, pred, folds, metric)
     if per_metric:
         metrics["per_metric"] = per_metric
+    if cfg.distil_csv:  # the teachers it distils, by identity (utils.pseudo --training-rows recorded them)
+        metrics["teachers"] = json.loads(pseudo_info_path(cfg.distil_csv).read_text()).get("teachers", [])
     metrics.update(
         competition=comp.to_dict(),
         folds_done=done,
@@ -772,6 +784,13 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
         accelerator.print(f"{len(pseudo[0])} pseudo-labelled rows join every fold's training side "
                           + (f"({cfg.pseudo_epochs} epoch(s) alone first)" if cfg.pseudo_epochs
                              else f"(mixed, weight {cfg.pseudo_weight:g})"))
+    if cfg.distil_csv:  # fold k's teachers' predictions of the rows, as columns fold_data reads
+        teacher = read_teacher(cfg.distil_csv, df[comp.id_col], folds, folds_fingerprint(df[comp.id_col], folds),
+                               todo, pseudo_outputs(comp, class_labels(cfg, comp, df)), comp.id_col, comp.text_cols)
+        df = pd.concat([df, teacher.add_prefix(TEACHER)], axis=1)
+        accelerator.print(f"{Path(cfg.distil_csv).name}: each fold's training targets mix the labels with its own "
+                          f"teachers' predictions (weight {cfg.distil_weight:g}"
+                          + (f", temperature {cfg.distil_temperature:g}" if class_labels(cfg, comp, df) else "") + ")")
     df, folds = learnable_rows(comp, df, folds, Path(cfg.train_csv).name, accelerator.print)
     metrics = {}
     memory = {"accelerator": accelerator, "size": cfg.batch_size, "precision": precision}  # the micro-batch that fits

@@ -1,0 +1,132 @@
+"""Distillation on CommonLit, fold 0 of 5: an all-MiniLM-L6-v2 student of an all-mpnet-base-v2
+teacher, beside MiniLM alone, each with bench/quality.py's recipe (batch 16, max_len 256, lr 5e-5 /
+1e-3, a validation every 40 steps) at --epochs (3 is the recipe; 1 when a session cannot fit 3).
+
+    python bench/distil.py teacher --epochs 1 --out runs/cl-mpnet-e1 --save-every 20
+    python bench/distil.py alone   --epochs 1 --out runs/cl-minilm-e1 --save-every 20
+    python bench/distil.py student --epochs 1 --teacher runs/cl-mpnet-e1 --weight 0.5 --out runs/cl-student-e1
+    python bench/distil.py timing  --runs runs/cl-mpnet-e1 runs/cl-student-e1
+    python bench/distil.py --table
+
+`teacher` and `alone`: fold 0 of the backbone (mpnet, MiniLM). `student`: `utils.pseudo --runs
+TEACHER --training-rows` (the fold-0 teacher's predictions of the rows fold 0's student trains on,
+made by a model trained on exactly those rows), then MiniLM with `--distil-csv` at --weight (the
+teacher's share of each target). `timing`: minutes each run's fold-0 model takes to predict the 567
+validation excerpts (CommonLit's test file holds 7: the validation rows stand in for a test set),
+on this machine's CPU threads, one after the other in the same command. Each run folder is saved
+at each validation and every --save-every steps: the same command again resumes it. Results land
+in bench/results/distil.json, one row per arm.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "distil.json"
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+MODELS = {"teacher": "all-mpnet-base-v2", "alone": "", "student": ""}  # "": all-MiniLM-L6-v2
+
+
+def save(row: dict) -> None:
+    from common import replace_or_append
+
+    rows = json.loads(RESULTS.read_text()) if RESULTS.is_file() else []
+    replace_or_append(rows, row, ("arm", "run"))
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(rows, indent=2))
+
+
+def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, teacher: str = "",
+          weight: float = 0.5) -> dict:
+    from common import command
+    from quality import run_mode
+
+    from utils import pseudo
+    from utils.env import competition_dir
+
+    csv = str(Path(competition_dir(data)) / "train.csv")
+    settings = {}
+    if arm == "student":
+        signal = Path(out + ".teacher.csv")
+        if not signal.is_file():
+            t0 = time.time()
+            if pseudo.main(["--runs", teacher, "--train-csv", csv, "--training-rows", "--out", str(signal)]) != 0:
+                raise SystemExit(2)
+            print(f"teacher's predictions of the training rows: {(time.time() - t0) / 60:.1f} min", flush=True)
+        settings = dict(distil_csv=str(signal), distil_weight=weight)
+    result_file = Path(out) / "bench_result.json"  # run_mode's own file, kept with the run
+    Path(out).mkdir(parents=True, exist_ok=True)
+    r = run_mode("attention", csv, epochs, model=MODELS[arm], result_file=result_file, out=out,
+                 save_every=save_every, **settings)
+    row = {"arm": arm, "run": out, "backbone": MODELS[arm] or "all-MiniLM-L6-v2", "epochs": epochs,
+           "valid_rmse": round(r["valid_rmse"], 4), "minutes": round(r["minutes"], 1),
+           **({"teacher": teacher, "weight": weight} if arm == "student" else {}), "command": command()}
+    save(row)
+    return row
+
+
+def timing(run_dirs: list, data: str | None) -> list:
+    """Minutes each run's fold-0 model takes on fold 0's validation excerpts, in this command."""
+    import pandas as pd
+    from common import command
+
+    from utils.env import competition_dir
+    from utils.predict import predict_folds
+    from utils.runs import read_folds
+
+    train = pd.read_csv(Path(competition_dir(data)) / "train.csv", dtype={"id": str}).set_index("id")
+    rows = []
+    for run in run_dirs:
+        folds = read_folds(run)
+        texts = train.loc[folds.index[folds == 0].astype(str), "excerpt"].tolist()
+        t0 = time.time()
+        predict_folds(run, texts, progress=False)  # (the runs here finish fold 0 only)
+        row = {"arm": "timing", "run": run, "texts": len(texts), "minutes": round((time.time() - t0) / 60, 2),
+               "command": command()}
+        save(row)
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def table() -> str:
+    rows = json.loads(RESULTS.read_text()) if RESULTS.is_file() else []
+    lines = ["| arm | backbone | epochs | fold-0 RMSE | minutes to train | run |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if r["arm"] != "timing":
+            lines.append(f"| {r['arm']} | {r['backbone']} | {r['epochs']} | {r['valid_rmse']:.4f} | {r['minutes']} | "
+                         f"{r['run']} |")
+    lines += [f"- {r['run']}: {r['minutes']} min to predict {r['texts']} excerpts"
+              for r in rows if r["arm"] == "timing"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("arm", nargs="?", choices=("teacher", "alone", "student", "timing"))
+    p.add_argument("--out", help="the run folder (the same command again resumes it)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--save-every", type=int, default=20)
+    p.add_argument("--teacher", default="", help="student: the teacher run folder")
+    p.add_argument("--weight", type=float, default=0.5, help="student: the teacher's share of each target")
+    p.add_argument("--runs", nargs="+", default=[], help="timing: the run folders")
+    p.add_argument("--data", default=None, help="the CommonLit folder (default: the kit's lookup)")
+    p.add_argument("--table", action="store_true")
+    a = p.parse_args()
+    if a.table or a.arm is None:
+        print(table())
+        return
+    if a.arm == "timing":
+        timing(a.runs, a.data)
+        return
+    print(train(a.arm, a.out, a.epochs, a.save_every, a.data, a.teacher, a.weight))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Distillation with honest folds: `utils.pseudo --training-rows` writes each training row's
+prediction by the fold-k teachers (trained on exactly the rows fold k's student trains on), and
+`utils.train --distil-csv` mixes them into fold k's training targets. The leak it prevents is
+shown: a student fed the teacher's out-of-fold predictions moves when only its validation rows'
+labels change (the teachers of the other folds trained on them); the kit's does not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import cfg_for, perturb, write_csv
+
+from utils import pseudo, runs
+from utils.data import DataError, pseudo_info_path
+from utils.objective import softened
+from utils.train import run_cv
+
+pytestmark = pytest.mark.integration
+
+K = 0  # the fold whose labels change
+
+
+def _teacher_file(teacher: Path, csv: Path, out: Path) -> Path:
+    assert pseudo.main(["--runs", str(teacher), "--train-csv", str(csv), "--training-rows", "--out", str(out),
+                        "--no-progress"]) == 0
+    return out
+
+
+def _oof_fold(run: Path, k: int) -> pd.Series:
+    oof = runs.collect_oof(run)
+    rows = oof[oof.fold == k]
+    return rows.set_index(rows["id"].astype(str))["pred"] if "pred" in rows else rows.set_index(
+        rows["id"].astype(str)).iloc[:, 1]
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory, tiny_bert):
+    from conftest import tiny_frame
+
+    tmp = tmp_path_factory.mktemp("distil")
+    csv = write_csv(tiny_frame(40), tmp / "train.csv")
+    run_cv(cfg_for(csv, tmp / "teacher", tiny_bert, max_steps=3, max_len=32, pooling="attention"))
+    return tmp, csv
+
+
+def test_each_training_row_gets_the_predictions_of_the_teachers_of_other_folds_only(teacher):
+    tmp, csv = teacher
+    out = _teacher_file(tmp / "teacher", csv, tmp / "t.csv")
+    info = json.loads(pseudo_info_path(out).read_text())
+    assert info["rows"] == "training" and info["teachers"][0]["identity"] == runs.identity(tmp / "teacher")
+    t = pd.read_csv(out, dtype={"id": str}).set_index("id")
+    folds = runs.read_folds(tmp / "teacher")
+    folds.index = folds.index.astype(str)
+    for k in (0, 1):
+        col = t[f"target_fold{k}"]
+        assert col[folds.loc[t.index].to_numpy() == k].isna().all()  # its student validates there
+        assert col[folds.loc[t.index].to_numpy() != k].notna().all()
+    # fold 1's column on fold 0's rows is fold 1's model's prediction of them (rows it trained on)
+    from utils.predict import predict_folds
+
+    frame = pd.read_csv(csv, dtype={"id": str}).set_index("id").loc[t.index]
+    preds = predict_folds(tmp / "teacher", frame["excerpt"].tolist(), progress=False)
+    rows = folds.loc[t.index].to_numpy() == 0
+    assert np.allclose(t["target_fold1"].to_numpy()[rows], preds[1][rows, 0], atol=1e-4)
+
+
+def test_a_student_trains_on_them_and_records_its_teachers(teacher, tiny_bert, capsys):
+    tmp, csv = teacher
+    out = _teacher_file(tmp / "teacher", csv, tmp / "t2.csv")
+    m = run_cv(cfg_for(csv, tmp / "student", tiny_bert, max_steps=3, max_len=32, pooling="mean",
+                       distil_csv=str(out), distil_weight=0.7))
+    assert np.isfinite(m["cv"]) and "each fold's training targets mix the labels" in capsys.readouterr().out
+    saved = runs.read_config(tmp / "student")
+    assert saved["distil_csv"] == str(out) and saved["distil_weight"] == 0.7
+    assert m["config"]["distil_sha256"]  # the teacher's predictions count in the run's identity
+    assert m["teachers"] == [{"run": "teacher", "identity": runs.identity(tmp / "teacher")}]
+
+
+def test_a_file_of_other_texts_other_folds_or_other_rows_is_refused_in_one_line(teacher, tiny_bert, tmp_path):
+    tmp, csv = teacher
+    out = _teacher_file(tmp / "teacher", csv, tmp_path / "t.csv")
+    # other texts: pseudo-labels of extra text are not a student's targets
+    info = json.loads(pseudo_info_path(out).read_text())
+    pseudo_info_path(out).write_text(json.dumps({**info, "rows": "texts"}))
+    with pytest.raises(DataError, match="not a teacher's predictions of the training rows"):
+        run_cv(cfg_for(csv, tmp_path / "a", tiny_bert, max_steps=1, distil_csv=str(out)))
+    # other folds: the fold-k teacher saw the student's validation rows
+    pseudo_info_path(out).write_text(json.dumps({**info, "folds_fingerprint": "0" * 16}))
+    with pytest.raises(DataError, match="made with other folds"):
+        run_cv(cfg_for(csv, tmp_path / "b", tiny_bert, max_steps=1, distil_csv=str(out)))
+    # other rows
+    pseudo_info_path(out).write_text(json.dumps(info))
+    t = pd.read_csv(out, dtype={"id": str})
+    t.iloc[1:].to_csv(out, index=False)
+    with pytest.raises(DataError, match="no prediction for 1 training rows"):
+        run_cv(cfg_for(csv, tmp_path / "c", tiny_bert, max_steps=1, distil_csv=str(out)))
+    frame = pd.read_csv(csv).iloc[:-1]
+    other = write_csv(frame, tmp_path / "other.csv")
+    assert pseudo.main(["--runs", str(tmp / "teacher"), "--train-csv", str(other), "--training-rows", "--out",
+                        str(tmp_path / "x.csv")]) == 2
+
+
+def test_the_leak_a_student_of_out_of_fold_predictions_has_and_the_kits_has_not(teacher, tiny_bert, tmp_path):
+    # Change only fold K's labels and train everything again. Fold K's student must not move: its
+    # training rows' labels are the same, and so must be its teacher's signal. The kit's (the fold-K
+    # teacher, trained without fold K) is; the out-of-fold one (fold j's teacher, trained on fold K's
+    # labels) is not, and the student follows it.
+    tmp, csv = teacher
+    frame = pd.read_csv(csv)
+    folds = runs.read_folds(tmp / "teacher")
+    folds.index = folds.index.astype(str)
+    fold_of = folds.loc[frame["id"].astype(str)].to_numpy()
+    changed = write_csv(perturb(frame, fold_of, K, seed=3), tmp_path / "changed.csv")
+    # one validation, after the last step: no checkpoint is chosen by fold K's labels (a fold's best
+    # step is picked on its validation rows, the teacher's as any run's: docs/pseudo-labels.md)
+    kw = dict(max_steps=3, max_len=32, folds_csv=str(tmp_path / "folds.csv"), eval_every=1000, epochs=1)
+    pd.DataFrame({"id": folds.index, "fold": folds.to_numpy()}).to_csv(tmp_path / "folds.csv", index=False)
+    students = {}
+    for name, data in (("same", csv), ("changed", changed)):
+        run_cv(cfg_for(data, tmp_path / f"teacher-{name}", tiny_bert, pooling="attention", **kw))
+        kit = _teacher_file(tmp_path / f"teacher-{name}", data, tmp_path / f"kit-{name}.csv")
+        wrong = tmp_path / f"oof-{name}.csv"  # every fold's column: the teachers' out-of-fold predictions
+        t, oof = pd.read_csv(kit, dtype={"id": str}), runs.collect_oof(tmp_path / f"teacher-{name}").set_index("id")
+        pred_col = [c for c in oof.columns if c not in ("target", "fold")][0]
+        for k in (0, 1):
+            t[f"target_fold{k}"] = oof.loc[t["id"], pred_col].astype(float).to_numpy()
+        t.to_csv(wrong, index=False)
+        pseudo_info_path(wrong).write_text(pseudo_info_path(kit).read_text())
+        for how, file in (("kit", kit), ("oof", wrong)):
+            run = tmp_path / f"student-{how}-{name}"
+            run_cv(cfg_for(data, run, tiny_bert, pooling="mean", distil_csv=str(file), distil_weight=1.0,
+                           only_folds=(K,), **kw))
+            students[how, name] = _oof_fold(run, K).astype(float)
+    assert np.allclose(students["kit", "same"], students["kit", "changed"], atol=1e-6)
+    assert not np.allclose(students["oof", "same"], students["oof", "changed"], atol=1e-3)
+
+
+def test_softened_probabilities_follow_the_temperature():
+    p = np.array([[0.7, 0.2, 0.1]])
+    assert np.allclose(softened(p, 1.0), p)
+    flat = softened(p, 3.0)
+    assert np.isclose(flat.sum(), 1) and flat[0, 0] < 0.7 and flat[0, 2] > 0.1
+    assert np.allclose(flat, np.exp(np.log(p) / 3) / np.exp(np.log(p) / 3).sum())  # softmax of logits / T
+
+
+def test_the_mixed_targets_of_each_kind():
+    from utils.objective import get_objective
+
+    y = np.array([[1.0], [2.0]])
+    assert np.allclose(get_objective("regression").distilled(y, np.array([[3.0], [0.0]]), 0.25, 1.0),
+                       [[1.5], [1.5]])
+    cls = get_objective("classification").distilled(np.array([0, 1]), np.array([[0.5, 0.5], [0.9, 0.1]]), 0.5, 1.0)
+    assert np.allclose(cls, [[0.75, 0.25], [0.45, 0.55]]) and np.allclose(cls.sum(1), 1)
+    lab = get_objective("multilabel").distilled(np.array([[1, 0]]), np.array([[0.5, 0.5]]), 0.5, 1.0)
+    assert np.allclose(lab, [[0.75, 0.25]])
