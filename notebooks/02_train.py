@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -25,7 +25,8 @@
 # **what the attention head looks at**.
 #
 # Run it twice with different `pooling`/`model_name`/`run_name` to get two runs for notebook 3.
-# With `pseudo_csv` (from notebook 5) it trains a student on the teachers' pseudo-labels as well.
+# With `pseudo_csv` (from notebook 5) it trains a student on the teachers' pseudo-labels as well;
+# with `distil_csv` (notebook 5, `distil = True`) each fold's targets mix in its own teachers' predictions.
 # The defaults below are `utils.config.TrainConfig`'s, the same as `python -m utils.train`'s.
 #
 # A decoder LLM (Llama, Mistral, Qwen2, Gemma 2, Phi-3) trains with LoRA adapters on its frozen
@@ -63,6 +64,9 @@ num_processes = 1  # 2 on Kaggle's "GPU T4 x2": data-parallel through accelerate
 pseudo_csv = ""  # pseudo-labels from notebook 5 (same folds): every fold's training side gains them
 pseudo_weight = 1.0  # loss weight of a pseudo row when mixed with the real rows
 pseudo_epochs = 0  # >0: first this many epochs on the pseudo rows alone, then the real rows
+distil_csv = ""  # a teacher's predictions of the training rows from notebook 5 (distil = True): a student's targets
+distil_weight = 0.5  # the teacher's share of each training target (the label keeps 1 - it)
+distil_temperature = 1.0  # classes: the teacher's probabilities softened, p ** (1 / T) renormalised
 temperature = 0.05  # retrieval: contrastive loss: similarities over this (0.05: sentence-transformers' scale 20)
 hard_negatives = 1  # retrieval: negatives per query in each batch, mined by the untrained model (0: in-batch only)
 train_options = 0  # multiple choice, reranker: >0 a training row sees this many of its options, the true one among them
@@ -123,6 +127,7 @@ cfg = TrainConfig(
     gradient_checkpointing=gradient_checkpointing, lora_r=lora_r, lora_alpha=lora_alpha,
     lora_dropout=lora_dropout, lora_targets=tuple(lora_targets), load_in_4bit=load_in_4bit,
     pseudo_csv=pseudo_csv, pseudo_weight=pseudo_weight, pseudo_epochs=pseudo_epochs,
+    distil_csv=distil_csv, distil_weight=distil_weight, distil_temperature=distil_temperature,
     temperature=temperature, hard_negatives=hard_negatives, train_options=train_options,
     options_in_text=options_in_text,
 )

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -42,6 +42,7 @@ teachers = ["minilm-attention", "mpnet-attention"]  # run names in runs_dir; [] 
 blend_json = "blend.json"  # teacher weights, beside the runs (notebook 3); empty: equal weights
 texts_csv = ""  # CSV of texts to label (the test file's columns), e.g. an attached dataset; empty: the test file
 max_std = 0.0  # >0: a text leaves fold k when its fold-k teachers disagree more (sd), e.g. 0.3
+distil = False  # also label the training rows themselves: a student's distillation targets (teacher.csv)
 data_dir = ""  # empty: found by utils.env (Kaggle input, data/)
 runs_dir = ""  # empty: the models dataset on Kaggle, else utils.env.working_dir() / "runs"
 models_dataset = "commonlit-kit-models"  # Kaggle: the dataset holding the teacher runs
@@ -154,6 +155,23 @@ if teachers:
     print(labels[[c for o in info["outputs"] for c in (o, f"{o}_std")]].describe().round(4).T.to_string())
 
 # %% [markdown]
+# ## Distillation targets
+# With `distil`, the teachers also predict the training rows themselves (`teacher.csv`): a row's
+# `O_fold{k}` comes from the fold-k models, trained on exactly the rows fold k's student trains on
+# (empty on fold k's own rows). A student of a smaller backbone then learns the labels and the
+# teachers' predictions together (notebook 2's `distil_csv`). The teachers' `oof.csv` would leak:
+# each of its rows comes from a model that trained on the other folds' validation rows.
+
+# %%
+teacher_csv = out / "teacher.csv"
+if teachers and distil:
+    argv = ["--runs", *[str(root / t) for t in teachers], "--training-rows",
+            "--train-csv", str(data / comp.train_file), "--out", str(teacher_csv)]
+    argv += ["--blend", str(root / blend_json)] if blend_json else []
+    argv += ["--base-model", base_model] if base_model else []
+    assert pseudo.main(argv) == 0, "utils.pseudo stopped: see the error above"
+
+# %% [markdown]
 # ## Next: train the students
 # Run notebook 2 with the parameters below (same `folds` as the teachers); on Kaggle, attach this
 # kernel's output and point `pseudo_csv` (and `model_name`) at its files there. Then blend the
@@ -164,5 +182,8 @@ print("notebook 2 parameters for a student:")
 if teachers:
     print(f"    pseudo_csv = {str(pseudo_csv)!r}")
     print("    pseudo_epochs = 1  # pseudo rows alone first (1st place); or mixed: pseudo_weight = 0.5")
+if teachers and distil:
+    print(f"    distil_csv = {str(teacher_csv)!r}")
+    print("    distil_weight = 0.5  # the teachers' share of each target; model_name: a smaller backbone")
 if backbone:
     print(f"    model_name = {str(backbone)!r}")

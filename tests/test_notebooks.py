@@ -142,7 +142,7 @@ def test_pseudo_notebook_then_a_student_trained_on_its_labels(tmp_path, tiny_ber
         "pretrain_model": tiny_bert, "pretrain_epochs": 1, "pretrain_batch_size": 8,
         "pretrain_max_len": 64, "teachers": ["teacher"], "blend_json": "",
         "texts_csv": str(tmp_path / "extra.csv"), "data_dir": str(data), "runs_dir": str(runs),
-        "backbones_dir": str(tmp_path / "backbones"),
+        "backbones_dir": str(tmp_path / "backbones"), "distil": True,
     })
     backbone = tmp_path / "backbones" / f"{Path(tiny_bert).name}-itpt"
     info = json.loads((backbone / "pretrain.json").read_text())
@@ -155,16 +155,19 @@ def test_pseudo_notebook_then_a_student_trained_on_its_labels(tmp_path, tiny_ber
     text = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells
                    for o in c.get("outputs", []))
     assert "held-out MLM loss: " in text and f"pseudo_csv = {str(runs / 'pseudo.csv')!r}" in text
+    assert f"distil_csv = {str(runs / 'teacher.csv')!r}" in text  # the training rows, for a distilled student
+    assert json.loads((runs / "teacher.json").read_text())["rows"] == "training"
 
     papermill("02_train", tmp_path, {
         "model_name": tiny_bert, "run_name": "student", "folds": 2, "epochs": 1, "batch_size": 8,
-        "max_len": 64, "max_rows": 60, "eval_every": 4, "n_examples": 1,
-        "pseudo_csv": str(runs / "pseudo.csv"), "pseudo_epochs": 1,
+        "max_len": 64, "eval_every": 4, "n_examples": 1,
+        "pseudo_csv": str(runs / "pseudo.csv"), "pseudo_epochs": 1, "distil_csv": str(runs / "teacher.csv"),
         "data_dir": str(data), "runs_dir": str(runs),
     })
     for k in (0, 1):
         assert run_files.read_history(runs / "student", k)["n_pseudo"] == 10
-    assert run_files.read_metrics(runs / "student")["n_oof"] == 60
+    m = run_files.read_metrics(runs / "student")
+    assert m["n_oof"] == len(pd.read_csv(data / "train.csv")) and m["teachers"][0]["run"] == "teacher"
 
 
 def test_pseudo_notebook_with_a_lora_teacher_then_a_lora_student(tmp_path, tiny_decoders):
