@@ -78,6 +78,11 @@ def test_a_student_trains_on_them_and_records_its_teachers(teacher, tiny_bert, c
     assert saved["distil_csv"] == str(out) and saved["distil_weight"] == 0.7
     assert m["config"]["distil_sha256"]  # the teacher's predictions count in the run's identity
     assert m["teachers"] == [{"run": "teacher", "identity": runs.identity(tmp / "teacher")}]
+    # utils.runs lists the student beside its teacher: who taught it, and each one's cost per row
+    t = runs.table([tmp / "teacher", tmp / "student"]).set_index("run")
+    assert t.loc["student", "teachers"] == "teacher" and t.loc["teacher", "teachers"] == ""
+    assert (t["ms per row"] > 0).all()
+    assert list(t.columns).index("teachers") < list(t.columns).index("metric")
 
 
 def test_a_file_of_other_texts_other_folds_or_other_rows_is_refused_in_one_line(teacher, tiny_bert, tmp_path):

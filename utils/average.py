@@ -5,6 +5,7 @@ so a LoRA fold never copies its frozen base."""
 from __future__ import annotations
 
 import contextlib
+import time
 
 import torch
 
@@ -39,7 +40,7 @@ class WeightAverage:
             for n, p in self.params.items():
                 p.copy_(self.shadow[n])
         try:
-            yield
+            yield time.perf_counter()  # when the validation started: training records how long it took
         finally:
             with torch.no_grad():
                 for n, p in self.params.items():

@@ -325,7 +325,9 @@ KAGGLE_FRAMEWORKS = {"transformers", "pytorch", "keras", "tensorflow", "tensorfl
 SHOWN = ("competition", "model", "family", "tuning", "pooling", "max_len", "epochs", "lr", "seed")
 SUMMARISED = {"tuning": ("lora_r", "lora_alpha", "load_in_4bit")}
 # What a run has done, after its settings.
-STATUS = ("metric", "cv", "folds done", "minutes", "date", "version", "identity")
+STATUS = ("metric", "cv", "folds done", "minutes", "ms per row", "date", "version", "identity")
+# Shown when a listed run has them: a distilled student's teachers (their folder names).
+SOMETIMES = ("teachers",)
 # Never compared: paths and content hashes name the inputs, not the recipe.
 UNCOMPARED = {"out", "train_csv", "train_csv_sha256", "folds_csv_sha256", "model_sha256",
               "pseudo_sha256", "competition_sha256"}
@@ -388,6 +390,8 @@ def read_run(run: Path) -> dict:
            "minutes": round(sum((m.get("seconds_per_fold") or {}).values()) / 60, 1),
            "date": datetime.datetime.fromtimestamp(stamp.stat().st_mtime).strftime("%Y-%m-%d %H:%M"),
            "version": version.strip()}
+    row["ms per row"] = predict_cost(run, done)
+    row["teachers"] = ", ".join(t.get("run", "?") for t in m.get("teachers") or [])
     row["model"] = backbone_name(str(cfg.get("model", "")))
     row["family"], row["tuning"] = family(run), tuning(cfg)
     if problem:
@@ -441,8 +445,24 @@ def backbone_name(model: str) -> str:
     return name[len("models--"):].replace("--", "/") if name.startswith("models--") else name
 
 
+def predict_cost(run: Path, done) -> float | None:
+    """Milliseconds per validation row of the finished folds' last validation (the model's
+    inference cost where it trained, at its batch size); None where no history records it."""
+    costs = []
+    for k in done:
+        try:
+            h = read_history(run, k)
+        except (OSError, ValueError):
+            continue
+        last = (h.get("history") or [{}])[-1]
+        if "predict_seconds" in last and h.get("n_valid"):
+            costs.append(1000 * last["predict_seconds"] / h["n_valid"])
+    return round(float(np.mean(costs)), 2) if costs else None
+
+
 def _differing(rows: list, summarised=()) -> list:
-    keys = sorted({k for r in rows for k in r} - set(SHOWN) - set(STATUS) - {"run"} - set(summarised))
+    keys = sorted({k for r in rows for k in r} - set(SHOWN) - set(STATUS) - set(SOMETIMES) - {"run"}
+                  - set(summarised))
     return [k for k in keys if len({json.dumps(r.get(k), sort_keys=True) for r in rows}) > 1]
 
 
@@ -453,7 +473,8 @@ def table(runs) -> pd.DataFrame:
     rows = [read_run(Path(r)) for r in runs]
     shown = [c for c in SHOWN if c != "tuning" or any(r["tuning"] != "full" for r in rows)]
     summarised = [k for c in shown for k in SUMMARISED.get(c, ())]
-    cols = ["run", *shown, *_differing(rows, summarised), *STATUS]
+    sometimes = [c for c in SOMETIMES if any(r.get(c) for r in rows)]
+    cols = ["run", *shown, *_differing(rows, summarised), *sometimes, *STATUS]
     df = pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=cols)
     if df.empty:
         return df

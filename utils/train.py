@@ -505,10 +505,10 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
             average.update(p.step)
             bar.update(1)
             if validate := p.step >= p.next_eval or i == len(dl) - 1 or p.step == total:
-                with average.validated():
+                with average.validated() as started:
                     rows = predict_loader(model, valid_dl, accelerator, len(data.valid_ds), obj.activate, shape)
                     pred = as_submitted(comp, shape.outputs(data.valid_ds.per_text(rows), data, embed))
-                    m = scores(comp, y_va, pred)
+                    m = {**scores(comp, y_va, pred), "predict_seconds": time.perf_counter() - started}
                     p.finite_preds = bool(np.isfinite(pred).all())
                     improved = m["score"] < p.best
                     if improved:
