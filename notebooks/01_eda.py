@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -105,7 +105,7 @@ print(f"{comp.title or comp.slug}: {len(df)} rows from {data} | {comp.task}, {me
 # condition (Tweet's sentiment, NBME's features), and how many a tokenizer cannot mark exactly.
 
 # %%
-if comp.ranking:  # a catalogue's coverage and unseen items per fold, or the options' answers
+if comp.candidates:  # a catalogue's coverage and unseen items per fold, or the options' answers
     catalogue = read_catalogue(comp, data) if comp.catalogue else None
     fold_ids = competition_folds(comp, df, folds, fold_seed)
     facts = eda.ranking_facts(comp, df, fold_ids, catalogue)
@@ -186,7 +186,7 @@ if readable:
 # %%
 if comp.span_task:  # texts with their labelled spans highlighted
     plots.save_fig(plots.span_examples(df, comp), out / "span_examples.png")
-elif not comp.ranking:  # a ranking's rows have no extremes of a target
+elif not comp.candidates:  # ranked candidates have no extremes of a target
     plots.save_fig(plots.plot_examples(df, comp), out / "extremes.png")
 
 # %% [markdown]
@@ -204,9 +204,9 @@ elif not comp.ranking:  # a ranking's rows have no extremes of a target
 
 # %%
 fold_ids = competition_folds(comp, df, folds, fold_seed)
-if comp.ranking:  # the most tagged items or TF-IDF cosine; random order or the longest option
+if comp.ranking:  # the most tagged items or TF-IDF cosine; random order or the longest option; frequent classes
     results = {}
-    baselines = eda.ranking_baselines(comp, df, fold_ids, catalogue)
+    baselines = eda.ranking_baselines(comp, df, fold_ids, read_catalogue(comp, data) if comp.catalogue else None)
 elif comp.span_task:  # no span, the whole text; the condition's training labels found in the text
     results = {}
     baselines = eda.span_baselines(comp, df, fold_ids)

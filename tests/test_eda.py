@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import tiny_frame
-from helpers import cfg_for, effectiveness, init, papermill, real_dir, tiny_data
+from helpers import cfg_for, effectiveness, init, map_folder, papermill, real_dir, rules_folder, tiny_data
 from matplotlib.text import Text
 
 from utils import eda, plots, runs
@@ -545,6 +545,25 @@ def test_eda_notebook_on_us_patent_reads_as_a_phrase_task(tmp_path):
     assert re.search(r"anchor: \d+ values, median \d+ rows each", text)
     assert eda.bar_line(baselines, "pearson") in text
     assert not re.search(r"commonlit|easier|harder|excerpt", text, re.I)
+
+
+@pytest.mark.parametrize("shape", ["joined answers", "rules"])
+def test_eda_notebook_on_the_shapes_init_infers_from_2025s_competitions(shape, tmp_path):
+    """Answers joined from two columns, answered top 3 (MAP 2025): the most frequent answers,
+    overall and per question, scored MAP@3 on the same folds as the bar; a comment judged against
+    a rule with a probability sample (Agile Community Rules): ROC AUC, the constant beside TF-IDF."""
+    folder = map_folder(tmp_path / "data") if shape == "joined answers" else rules_folder(tmp_path / "data")
+    out = tmp_path / "eda"
+    nb, text = eda_notebook(tmp_path, dict(competition=init(folder), data_dir=str(folder), out_dir=str(out)))
+    baselines = json.loads((out / "baselines.json").read_text())
+    metric = baselines.pop("metric")
+    if shape == "joined answers":
+        assert metric == "map@3"
+        assert set(baselines) == {"most frequent answers first", "most frequent answers per 'QuestionText'"}
+    else:
+        assert metric == "roc_auc" and len(baselines) == 2
+    assert all(math.isfinite(v) for v in baselines.values())
+    assert eda.bar_line(baselines, metric) in text
 
 
 @pytest.mark.parametrize("slug,figures,metric", [

@@ -336,6 +336,11 @@ class Competition:
         return self.submission_kind == "ranking"
 
     @property
+    def candidates(self) -> bool:
+        """It ranks candidates, a catalogue's items or a row's options (not classes answered top k)."""
+        return bool(self.catalogue or self.options)
+
+    @property
     def span_task(self) -> bool:
         """The answer is parts of the span_col text (task spans): its figures and baselines are
         the span ones (utils.eda.span_facts), its submission a text or offsets per row."""

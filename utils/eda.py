@@ -665,7 +665,7 @@ def ranking_baselines(comp, df: pd.DataFrame, folds: np.ndarray, catalogue: pd.D
         vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit(list(queries) + list(catalogue["text"]))
         sims = (vec.transform(queries) @ vec.transform(catalogue["text"]).T).toarray()
         out["TF-IDF cosine"] = score(truth, sims)
-    if not comp.catalogue and not comp.options:  # classes answered top k
+    if not comp.candidates:  # classes answered top k
         out.update(answer_baselines(comp, df, folds, rows))
     if comp.options:  # a reranker's row whose candidates miss the true item (no_answer): -1, scored 0
         truth = pd.Series(np.arange(len(comp.options)), index=list(comp.options)).reindex(y).fillna(-1)
