@@ -463,7 +463,9 @@ def _read_as_4x(folder: Path) -> dict:
     if _TRANSFORMERS_MAJOR >= 5:
         return {}
     try:
-        extra = json.loads((folder / "tokenizer_config.json").read_text()).get("extra_special_tokens")
+        from transformers.tokenization_utils_base import TOKENIZER_CONFIG_FILE
+
+        extra = json.loads((folder / TOKENIZER_CONFIG_FILE).read_text()).get("extra_special_tokens")
     except (OSError, ValueError, AttributeError):
         return {}
     return {"extra_special_tokens": {}} if isinstance(extra, list) else {}
