@@ -64,7 +64,7 @@ num_processes = 1  # 2 on Kaggle's "GPU T4 x2": data-parallel through accelerate
 pseudo_csv = ""  # pseudo-labels from notebook 5 (same folds): every fold's training side gains them
 pseudo_weight = 1.0  # loss weight of a pseudo row when mixed with the real rows
 pseudo_epochs = 0  # >0: first this many epochs on the pseudo rows alone, then the real rows
-distil_csv = ""  # a teacher's predictions of the training rows from notebook 5 (distil = True): a student's targets
+distil_csv = ""  # a teacher's predictions of the training rows (notebook 5 with distil): a student's targets
 distil_weight = 0.5  # the teacher's share of each training target (the label keeps 1 - it)
 distil_temperature = 1.0  # classes: the teacher's probabilities softened, p ** (1 / T) renormalised
 temperature = 0.05  # retrieval: contrastive loss: similarities over this (0.05: sentence-transformers' scale 20)

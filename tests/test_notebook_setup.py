@@ -170,6 +170,8 @@ NOT_VERSIONED = {
     "test_honesty": f"fold k's labels never reach fold k: {OVER_RUNS}",
     "test_predict_ensemble": f"prediction and blending of saved runs: {OVER_RUNS}",
     "test_pseudo": f"pseudo-labels and students: {OVER_RUNS}",
+    "test_distil": f"distilled students and their teachers' signal: {OVER_RUNS}",
+    "test_init_shapes": f"init's inference on tables of 2025's shapes (pandas) and the bar a run prints: {OVER_RUNS}",
     "test_tune": f"Optuna studies (optuna has no floor): {OVER_RUNS}",
     "test_kaggle": f"bundles and offline kernels (the kaggle CLI at its floor: test_kaggle_cli): {OVER_RUNS}",
     "test_gpu_bench": f"the benchmark's arms through the kit's own loop: {OVER_RUNS}",

@@ -628,6 +628,7 @@ def test_a_fold_stopped_mid_epoch_resumes_to_the_identical_result(tiny_csv, tiny
     assert (out / "oof.csv").read_bytes() == (ref / "oof.csv").read_bytes()  # identical, not close
     hist = lambda r: json.loads((r / "fold1" / "history.json").read_text())  # noqa: E731
     assert hist(out)["history"] == hist(ref)["history"]
+    assert hist(out)["predict_seconds"] > 0  # the last validation's time, beside the history (it differs)
     assert hist(out)["steps"] == hist(ref)["steps"]
     assert not resume.folder(out, 1).exists()  # dropped once the fold is written
 

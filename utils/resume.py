@@ -48,6 +48,7 @@ class Progress:
     seconds: float = 0.0  # training time spent before this process started
     micro_batches: int = 0  # micro-batches trained in all epochs (the collator's count of draws)
     random: dict | None = None  # a loaded state's random states, until restore_random applies them
+    predict_seconds: float = 0.0  # the last validation's prediction time: the model's inference cost
 
 
 def folder(out, fold: int) -> Path:

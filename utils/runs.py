@@ -454,9 +454,8 @@ def predict_cost(run: Path, done) -> float | None:
             h = read_history(run, k)
         except (OSError, ValueError):
             continue
-        last = (h.get("history") or [{}])[-1]
-        if "predict_seconds" in last and h.get("n_valid"):
-            costs.append(1000 * last["predict_seconds"] / h["n_valid"])
+        if h.get("predict_seconds") and h.get("n_valid"):
+            costs.append(1000 * h["predict_seconds"] / h["n_valid"])
     return round(float(np.mean(costs)), 2) if costs else None
 
 

@@ -324,7 +324,7 @@ def fold_data(cfg: TrainConfig, comp, df: pd.DataFrame, folds: np.ndarray, fold:
     texts = shape.inputs(comp, df)
     train_texts, train_y, weights, pseudo_ds, p_texts = [texts[i] for i in tr], y[tr], None, None, []
     own = [f"{TEACHER}{o}_fold{fold}" for o in pseudo_outputs(comp, labels)]
-    if own[0] in df.columns:  # --distil-csv: the fold-k teachers' predictions, made without fold k's rows
+    if own and own[0] in df.columns:  # --distil-csv: the fold-k teachers' predictions, made without fold k's rows
         teacher = df[own].to_numpy(dtype=np.float32)[tr]
         train_y = obj.distilled(train_y, teacher, cfg.distil_weight, cfg.distil_temperature)
     if pseudo is not None:
@@ -449,9 +449,8 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     """
     from accelerate.utils import set_seed
 
-    metric, obj, shape = get_metric(comp.metric_name), objective_of(comp), shape_of(comp, cfg)
+    metric, obj, shape, log = get_metric(comp.metric_name), objective_of(comp), shape_of(comp, cfg), accelerator.print
     set_seed(cfg.seed + fold)  # before the model: the head's initialisation is reproducible
-    log = accelerator.print
     data = fold_data(cfg, comp, df, folds, fold, pseudo)
     if data.n_cut:
         log(truncation_note(cfg, fold, data.n_cut, len(df), data.fit_note))
@@ -530,7 +529,8 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     bar.close()
 
     final = fold_best(model, p.best_state, accelerator, fold, p.step, diverged, comp, p.finite_preds)
-    info = {"fold": fold, "best_score": p.best, "steps": p.step, "seconds": p.seconds + time.time() - t0}
+    info = {"fold": fold, "best_score": p.best, "steps": p.step, "seconds": p.seconds + time.time() - t0,
+            "predict_seconds": p.predict_seconds}
     oof, info = fold_outcome(cfg, comp, df, data, fold, p.best_pred, target_mean, info, log)
     return final, data.tokenizer, oof, {**info, "history": p.history}
 
@@ -539,6 +539,7 @@ def record_validation(cfg: TrainConfig, p: resume.Progress, m: dict, epoch: int,
                       fold: int, total: int, improved: bool, metric) -> None:
     """A validation's entry in the fold's history, its tracker values and its log line; the
     training loss restarts and the next validation is scheduled."""
+    p.predict_seconds = m.pop("predict_seconds", p.predict_seconds)  # timing: the fold's record, not the history
     entry = {"step": p.step, "epoch": epoch, "phase": phase, "train_loss": p.loss_sum / max(p.loss_n, 1)}
     entry.update({k: v for k, v in m.items() if not isinstance(v, dict)})
     entry["best"], entry["lr"] = p.best, scheduler.get_last_lr()[0]
