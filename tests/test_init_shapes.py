@@ -237,3 +237,15 @@ def test_a_run_prints_its_cv_beside_the_bar_on_its_own_finished_folds(tmp_path, 
     want = eda.answer_baselines(comp, df, folds, folds == 0)
     name, best = eda.bar(want, comp.metric_name)
     assert f"cv map@3 {metrics['cv']:.4f} beside the bar that reads no text (same folds): {name} {best:.4f}" in out
+
+
+def test_a_list_of_one_columns_labels_is_that_classification_answered_top_k(tmp_path):
+    # The sample lists three of a training column's labels per row, under a name of its own.
+    data = map_folder(tmp_path / "map")
+    sample = pd.read_csv(data / "sample_submission.csv")
+    pd.DataFrame({"row_id": sample.row_id, "predicted": "True_Correct False_Neither True_Neither"}).to_csv(
+        data / "sample_submission.csv", index=False)
+    comp, why = infer(data)
+    assert comp.target_cols == ("Category",) and comp.task == "multiclass" and comp.answer_k == 3
+    assert comp.answer_column == "predicted" and comp.metric_name == "map@3" and not comp.label_template
+    assert any("'predicted' writes are its values" in w for w in why)

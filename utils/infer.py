@@ -87,6 +87,9 @@ def _targets(tr: pd.DataFrame, train: str, sample: str, sub: pd.DataFrame) -> tu
                                      f"(the submission holds one probability per class)"]
     if len(cols) == 1 and label_join(tr, cols[0], sub[cols[0]]) is not None:
         return cols, (), []  # a label joined from training columns (infer adds it and says why)
+    named = labels_column(tr, cols[0], sub[cols[0]]) if len(cols) == 1 else None
+    if named is not None:
+        return (named,), (), [f"target {named!r}: the answers {sample}'s {cols[0]!r} writes are its values"]
     raise DataError(f"{train} lacks {[c for c in cols if c not in tr.columns]} that {sample} names, and no "
                     f"column of it holds those labels: describe this competition by hand")
 
@@ -129,6 +132,17 @@ def label_join(tr: pd.DataFrame, answer: str, cells: pd.Series) -> tuple | None:
             said = f"; a missing {missing_col!r} written {marker!r}" if marker else ""
             return template, marker, (f"target {answer!r}: the answers are {' and '.join(map(repr, cols))} joined by "
                                       f"{sep!r} (label_template {template!r}{said}), one class per joined label")
+    return None
+
+
+def labels_column(tr: pd.DataFrame, answer: str, cells: pd.Series) -> str | None:
+    """The training column whose labels are every answer the sample writes (one, or a list of
+    them per row: classes answered top k), a column of repeated labels, not ids; None if none."""
+    tokens = {t for c in cells.dropna().astype(str) for t in c.split()}
+    for c in tr.columns:
+        values = set(tr[c].dropna().astype(str))
+        if tokens and tokens <= values and not _id_like(c) and 2 <= len(values) <= len(tr) / 2:
+            return str(c)
     return None
 
 
@@ -254,7 +268,7 @@ def _answers(sub: pd.DataFrame, targets: tuple, task: str, classes: tuple) -> tu
     lists = sub[col].dropna().astype(str).str.split()
     k = int(lists.str.len().max()) if len(lists) else 0
     if k > 1:
-        return {"submission": "ranking", "answer_k": k}, [
+        return {"submission": "ranking", "answer_k": k, "answer_col": col if col != targets[0] else ""}, [
             f"submission ranking, answer_k {k}, metric map@{k}: the sample's {col!r} lists {k} answers per row, best "
             "first (the classes answered top k)"]
     kind = sample_values(sub, (col,))
@@ -441,8 +455,8 @@ def _ranking(data_dir: Path, files: set, sample: str, sub: pd.DataFrame):
                 return Competition(slug=data_dir.resolve().name, id_col=id_col, text_cols=text,
                                    target_cols=(target,), task="retrieval", catalogue=catalogue, answer_k=k,
                                    train_file=train, test_file=test, sample_submission=sample), why
-    if label_join(tr, answer, sub[answer]) is not None:
-        return None  # classes joined from training columns, answered top k (infer's classification)
+    if label_join(tr, answer, sub[answer]) is not None or labels_column(tr, answer, sub[answer]) is not None:
+        return None  # classes answered top k: joined from training columns, or one column's
     raise DataError(f"{sample} answers a list of {k} ({answer!r}) but no column of {train} nor any table beside it "
                     "holds what it lists: describe this competition by hand (task retrieval or multiple_choice)")
 
