@@ -162,3 +162,23 @@ def test_the_mixed_targets_of_each_kind():
     assert np.allclose(cls, [[0.75, 0.25], [0.45, 0.55]]) and np.allclose(cls.sum(1), 1)
     lab = get_objective("multilabel").distilled(np.array([[1, 0]]), np.array([[0.5, 0.5]]), 0.5, 1.0)
     assert np.allclose(lab, [[0.75, 0.25]])
+
+
+def test_a_classifier_distils_its_teachers_softened_probabilities(tmp_path, tiny_bert):
+    from helpers import tiny_data
+
+    slug = "nlp-getting-started"
+    data = tiny_data(slug, tmp_path / "d", 24)
+    run_cv(cfg_for(data / "train.csv", tmp_path / "teacher", tiny_bert, competition=slug, max_steps=2, max_len=16))
+    out = tmp_path / "t.csv"
+    assert pseudo.main(["--runs", str(tmp_path / "teacher"), "--train-csv", str(data / "train.csv"),
+                        "--training-rows", "--out", str(out), "--no-progress"]) == 0
+    t = pd.read_csv(out)
+    assert {"prob_0_fold0", "prob_1_fold0", "prob_0_fold1", "prob_1_fold1"} <= set(t.columns)
+    m = run_cv(cfg_for(data / "train.csv", tmp_path / "student", tiny_bert, competition=slug, max_steps=2,
+                       max_len=16, distil_csv=str(out), distil_temperature=2.0))
+    assert np.isfinite(m["cv"]) and m["teachers"][0]["run"] == "teacher"
+    # a ranking is refused in one line, before any training
+    with pytest.raises(ValueError, match="--distil-csv: .* answers a ranking"):
+        run_cv(cfg_for(tiny_data("kaggle-llm-science-exam", tmp_path / "s", 12) / "train.csv", tmp_path / "x",
+                       tiny_bert, competition="kaggle-llm-science-exam", max_steps=1, distil_csv=str(out)))
