@@ -7,6 +7,15 @@ teacher, beside MiniLM alone, each with bench/quality.py's recipe (batch 16, max
     python bench/distil.py student --epochs 1 --teacher runs/cl-mpnet-e1 --weight 0.5 --out runs/cl-student-e1
     python bench/distil.py timing  --runs runs/cl-mpnet-e1 runs/cl-student-e1
     python bench/distil.py --table
+    python bench/distil.py tweet-student --epochs 1 --teacher runs/tweet-mpnet-e1 --out runs/tweet-student-e1
+
+`tweet-student`: Tweet Sentiment Extraction, fold 0, bench/spans.py's tweet-kit recipe on
+all-MiniLM-L6-v2 with `--distil-csv`: the teacher's (`python bench/spans.py tweet-kit --data DIR
+--model all-mpnet-base-v2 --epochs 1 --out runs/tweet-mpnet-e1 --save-every 50`) character scores
+of the rows fold 0's student trains on, mixed into its start and end targets at --weight and
+--temperature; MiniLM alone is `python bench/spans.py tweet-kit --data DIR --epochs 1 --out
+runs/tweet-minilm-e1`. Its row keeps spans.py's timings: the 3,534 test tweets and the 4,399
+validation tweets.
 
 `teacher` and `alone`: fold 0 of the backbone (mpnet, MiniLM). `student`: `utils.pseudo --runs
 TEACHER --training-rows` (the fold-0 teacher's predictions of the rows fold 0's student trains on,
@@ -46,18 +55,12 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
     from common import command
     from quality import run_mode
 
-    from utils import pseudo
     from utils.env import competition_dir
 
     csv = str(Path(competition_dir(data)) / "train.csv")
     settings = {}
     if arm == "student":
-        signal = Path(out + ".teacher.csv")
-        if not signal.is_file():
-            t0 = time.time()
-            if pseudo.main(["--runs", teacher, "--train-csv", csv, "--training-rows", "--out", str(signal)]) != 0:
-                raise SystemExit(2)
-            print(f"teacher's predictions of the training rows: {(time.time() - t0) / 60:.1f} min", flush=True)
+        signal, _ = teacher_signal(teacher, Path(csv), out)
         settings = dict(distil_csv=str(signal), distil_weight=weight)
     result_file = Path(out) / "bench_result.json"  # run_mode's own file, kept with the run
     Path(out).mkdir(parents=True, exist_ok=True)
@@ -66,6 +69,45 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
     row = {"arm": arm, "run": out, "backbone": MODELS[arm] or "all-MiniLM-L6-v2", "epochs": epochs,
            "valid_rmse": round(r["valid_rmse"], 4), "minutes": round(r["minutes"], 1),
            **({"teacher": teacher, "weight": weight} if arm == "student" else {}), "command": command()}
+    save(row)
+    return row
+
+
+def teacher_signal(teacher: str, csv: Path, out: str) -> tuple[Path, float | None]:
+    """`utils.pseudo --runs TEACHER --training-rows` beside the student's run folder (made once: the
+    same command again reuses it); (its path, the minutes it took this time, None when reused)."""
+    from utils import pseudo
+
+    signal = Path(out + ".teacher.csv")
+    if signal.is_file():
+        return signal, None
+    t0 = time.time()
+    if pseudo.main(["--runs", teacher, "--train-csv", str(csv), "--training-rows", "--out", str(signal)]) != 0:
+        raise SystemExit(2)
+    minutes = (time.time() - t0) / 60
+    print(f"teacher's predictions of the training rows: {minutes:.1f} min", flush=True)
+    return signal, minutes
+
+
+def tweet_student(out: str, teacher: str, weight: float, temperature: float, epochs: int, save_every: int,
+                  data: str | None) -> dict:
+    """Tweet Sentiment Extraction, fold 0: an all-MiniLM-L6-v2 span student of TEACHER's character
+    scores (bench/spans.py's recipe and timings: its tweet-kit arm with --distil-csv)."""
+    from common import command
+    from spans import TWEET, kit, minilm
+
+    from utils.env import competition_dir
+
+    folder = Path(data or competition_dir(None, TWEET))
+    signal, minutes = teacher_signal(teacher, folder / "train.csv", out)
+    r = kit(TWEET, folder, minilm(), out, epochs, save_every, distil_csv=str(signal), distil_weight=weight,
+            distil_temperature=temperature)
+    row = {"arm": "tweet-student", "run": out, "backbone": "all-MiniLM-L6-v2", "epochs": epochs,
+           "jaccard": round(r["jaccard"], 4), "per_sentiment": {k: round(v, 3) for k, v in r["per_sentiment"].items()},
+           "minutes": round(r["fold_minutes"], 1), "predict_minutes": round(r["predict_minutes"], 2),
+           "test_rows": r["test_rows"], "valid_predict_minutes": round(r["valid_predict_minutes"], 2),
+           "teacher": teacher, "weight": weight, "temperature": temperature,
+           **({"signal_minutes": round(minutes, 1)} if minutes is not None else {}), "command": command()}
     save(row)
     return row
 
@@ -109,12 +151,13 @@ def table() -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("arm", nargs="?", choices=("teacher", "alone", "student", "timing"))
+    p.add_argument("arm", nargs="?", choices=("teacher", "alone", "student", "timing", "tweet-student"))
     p.add_argument("--out", help="the run folder (the same command again resumes it)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--save-every", type=int, default=20)
     p.add_argument("--teacher", default="", help="student: the teacher run folder")
     p.add_argument("--weight", type=float, default=0.5, help="student: the teacher's share of each target")
+    p.add_argument("--temperature", type=float, default=1.0, help="tweet-student: the teacher's temperature")
     p.add_argument("--runs", nargs="+", default=[], help="timing: the run folders")
     p.add_argument("--data", default=None, help="the CommonLit folder (default: the kit's lookup)")
     p.add_argument("--table", action="store_true")
@@ -124,6 +167,9 @@ def main() -> None:
         return
     if a.arm == "timing":
         timing(a.runs, a.data)
+        return
+    if a.arm == "tweet-student":
+        print(tweet_student(a.out, a.teacher, a.weight, a.temperature, a.epochs, a.save_every, a.data))
         return
     print(train(a.arm, a.out, a.epochs, a.save_every, a.data, a.teacher, a.weight))
 

@@ -178,8 +178,9 @@ def minilm() -> str:
     return "sentence-transformers/all-MiniLM-L6-v2"
 
 
-def kit(slug: str, data: Path, model: str, out: str, epochs: int, save_every: int) -> dict:
-    """Fold 0 of the kit's span model: utils.train with the competition's built-in description."""
+def kit(slug: str, data: Path, model: str, out: str, epochs: int, save_every: int, **settings) -> dict:
+    """Fold 0 of the kit's span model: utils.train with the competition's built-in description
+    (`settings`: more TrainConfig fields, e.g. a student's distil_csv)."""
     from utils.config import TrainConfig
     from utils.metrics import METRICS
     from utils.runs import read_history, read_metrics, read_oof
@@ -189,7 +190,7 @@ def kit(slug: str, data: Path, model: str, out: str, epochs: int, save_every: in
     file = "train.csv"
     cfg = TrainConfig(train_csv=str(data / file), out=out, model=model, competition=slug, only_folds=(0,),
                       epochs=r["epochs"], eval_every=r["eval_every"], progress=False, max_len=r["max_len"],
-                      batch_size=r["batch_size"], lr=r["lr"], save_every=save_every)
+                      batch_size=r["batch_size"], lr=r["lr"], save_every=save_every, **settings)
     t0 = time.time()
     run_cv(cfg)
     metrics, oof, history = read_metrics(out), read_oof(out), read_history(out, 0)

@@ -182,3 +182,79 @@ def test_a_classifier_distils_its_teachers_softened_probabilities(tmp_path, tiny
     with pytest.raises(ValueError, match="--distil-csv: .* answers a ranking"):
         run_cv(cfg_for(tiny_data("kaggle-llm-science-exam", tmp_path / "s", 12) / "train.csv", tmp_path / "x",
                        tiny_bert, competition="kaggle-llm-science-exam", max_steps=1, distil_csv=str(out)))
+
+
+def test_a_teachers_character_scores_become_the_students_token_targets():
+    from utils.spans import cell_scores, scores_cell, teacher_token_targets
+
+    # "good day": the student's tokens [CLS] "good" " day" [SEP] (offsets as a byte-level tokenizer's)
+    offsets, mask = np.array([[0, 0], [0, 4], [4, 8], [0, 0]]), np.array([False, True, True, False])
+    chars = np.zeros((8, 2))
+    chars[0, 0], chars[5, 0] = 0.6, 0.3  # start: "g" 0.6, "d" 0.3 (0.1 on no span)
+    chars[3, 1], chars[7, 1] = 0.2, 0.8  # end: "d" of good 0.2, "y" 0.8
+    t = teacher_token_targets(offsets, chars, mask, np.array([1, 2]), weight=1.0)
+    assert t.shape == (2, 4) and np.allclose(t.sum(1), 1)
+    assert np.allclose(t[0], [0.1, 0.6, 0.3, 0]) and np.allclose(t[1], [0, 0.2, 0.8, 0])
+    half = teacher_token_targets(offsets, chars, mask, np.array([1, 2]), weight=0.5)
+    assert np.allclose(half[0], [0.05, 0.8, 0.15, 0]) and np.allclose(half[1], [0, 0.1, 0.9, 0])
+    flat = teacher_token_targets(offsets, chars, mask, np.array([1, 2]), weight=1.0, temperature=3.0)
+    assert flat[0, 1] < 0.6 and flat[0, 0] > 0.1 and flat[0, 3] == 0  # softer, never outside the text
+    # a window holding only " day": the mass on "good" is outside it, so on "no span here" (position 0)
+    win = teacher_token_targets(offsets[[0, 2, 3]], chars, mask[[0, 2, 3]], np.array([0, 0]), weight=1.0)
+    assert np.allclose(win[0], [0.7, 0.3, 0]) and np.allclose(win[1], [0.2, 0.8, 0])
+    # one head: each token the mean of its characters' probabilities, the label's -100 kept
+    p = np.r_[np.full(4, 0.9), np.full(4, 0.2)][:, None]
+    one = teacher_token_targets(offsets, p, mask, np.array([-100, 1, 0, -100]), weight=0.5)
+    assert np.allclose(one, [-100, 0.95, 0.1, -100])
+    # the file's cells: rounded to 0.001, the length kept; anything else refused in one line
+    assert np.allclose(cell_scores(scores_cell(chars[:, 0])), chars[:, 0]) and scores_cell(np.zeros(3)) == "3|"
+    with pytest.raises(ValueError, match="row 5: .* not a text's character scores"):
+        cell_scores("0.5", "row 5")
+
+
+@pytest.mark.parametrize("slug,student", [("tweet-sentiment-extraction", "tiny_bert"),
+                                          ("nbme-score-clinical-patient-notes", "tiny_roberta")])
+def test_a_span_student_distils_its_teachers_character_scores(tmp_path, tiny_bert, slug, student, request):
+    """The teacher's character scores of each training row (fold k's model, none on fold k's own rows)
+    go into the file, and a student of the same or another tokenizer trains on them."""
+    from helpers import tiny_data
+
+    from utils.competition import load_competition
+    from utils.predict import predict_folds
+    from utils.spans import cell_scores
+    from utils.tables import read_split
+
+    data = tiny_data(slug, tmp_path / "d", 24)
+    run_cv(cfg_for(data / "train.csv", tmp_path / "teacher", tiny_bert, competition=slug, max_steps=2, max_len=24))
+    out = tmp_path / "t.csv"
+    assert pseudo.main(["--runs", str(tmp_path / "teacher"), "--train-csv", str(data / "train.csv"),
+                        "--training-rows", "--out", str(out), "--no-progress"]) == 0
+    comp = load_competition(slug)
+    heads = ("start", "end") if comp.span_count == "one" else ("span",)
+    t = pd.read_csv(out, dtype={comp.id_col: str}, keep_default_na=False, na_values=[""])
+    folds = runs.read_folds(tmp_path / "teacher")
+    folds.index = folds.index.astype(str)
+    fold_of = folds.loc[t[comp.id_col]].to_numpy()
+    assert {f"{h}_fold{k}" for h in heads for k in (0, 1)} <= set(t.columns)
+    own = t[f"{heads[0]}_fold0"]
+    assert own[fold_of == 0].isna().all() and own[fold_of == 1].notna().all()
+    rows = np.flatnonzero(fold_of == 0)  # fold 1's model's scores of fold 0's rows, which it trained on
+    frame = read_split(comp, data / "train.csv", "train")
+    frame = frame.set_index(frame[comp.id_col].astype(str)).loc[t[comp.id_col]]
+    texts = comp.input_texts(frame)
+    scores = predict_folds(tmp_path / "teacher", texts, progress=False)[1]
+    span_texts = t[comp.span_col].astype(str).tolist()
+    for i in rows:
+        for j, h in enumerate(heads):
+            got = cell_scores(t.loc[i, f"{h}_fold1"])
+            assert len(got) == len(span_texts[i]) and np.allclose(got, scores[i, : len(got), j], atol=6e-4)
+    model = request.getfixturevalue(student)
+    m = run_cv(cfg_for(data / "train.csv", tmp_path / "student", model, competition=slug,
+                       max_steps=2, max_len=24, distil_csv=str(out), distil_weight=0.5, distil_temperature=2.0))
+    assert np.isfinite(m["cv"]) and m["teachers"][0]["run"] == "teacher"
+    # weight 0 is the plain run exactly (the one-hot labels as distributions); weight 0.5 moves it
+    for name, kw in (("alone", {}), ("nothing", {"distil_csv": str(out), "distil_weight": 0.0})):
+        run_cv(cfg_for(data / "train.csv", tmp_path / name, model, competition=slug, max_steps=2, max_len=24, **kw))
+    alone, nothing, student_scores = (predict_folds(tmp_path / r, texts, progress=False)[0]
+                                      for r in ("alone", "nothing", "student"))
+    assert np.allclose(alone, nothing, atol=1e-5) and not np.allclose(alone, student_scores, atol=1e-3)

@@ -242,8 +242,8 @@ def check_settings(cfg: TrainConfig, comp: Competition) -> None:
         raise ValueError(f"--pseudo-csv: {comp.slug} answers {'parts of its texts' if comp.span_task else 'a ranking'}"
                          "; pseudo-labels are made for values, classes and labels only")
     if cfg.distil_csv and not objective_of(comp).distils:
-        raise ValueError(f"--distil-csv: {comp.slug} answers {'parts of its texts' if comp.span_task else 'a ranking'}"
-                         "; a teacher's predictions are mixed into values, classes and labels only")
+        raise ValueError(f"--distil-csv: {comp.slug} answers a ranking; a teacher's predictions are mixed into "
+                         "values, classes, labels and spans only")
     if cfg.pooling == NO_POOLING and objective_of(comp).pooling != NO_POOLING:
         raise ValueError(f"--pooling tokens (no pooling: an output per token) is for span tasks; a {comp.task} "
                          "model pools its tokens into one vector: attention, mean, max, cls, last or attention+mean")

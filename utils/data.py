@@ -247,7 +247,7 @@ def pseudo_info_path(pseudo_csv) -> Path:
 
 
 def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
-                id_col: str = "id") -> tuple[pd.DataFrame, bool]:
+                id_col: str = "id", read_cells=None) -> tuple[pd.DataFrame, bool]:
     """Pseudo-labelled rows and whether they carry one label per fold and output (`O_fold{k}`,
     made by models that never saw fold k's validation rows) or only `O` (then the CV is
     optimistic). `outputs`: the run's targets, or prob_<label> per class; `text_col`: a column,
@@ -257,7 +257,8 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
     Refuses NaN labels, probabilities outside [0, 1] (e.g. a class the run does not know), and
     fold columns made with other folds than `fingerprint`'s. An empty fold cell is a text left out
     of that fold by utils.pseudo's --max-std (allowed only when the .json twin says the filter
-    ran); training drops it from that fold.
+    ran); training drops it from that fold. `read_cells(column, where)`: how a fold column's cells
+    are read when they are not numbers (a span task's character scores: utils.outputs).
     """
     import json
 
@@ -302,6 +303,11 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
     filtered = info.get("max_std") is not None or info.get("rows") == "training"  # (a fold's own rows: empty)
     for col in fold_cols:
         raw = df[col]
+        if read_cells is not None:
+            df[col] = read_cells(raw, f"{path.name}: column {col!r}")
+            if not filtered and df[col].isna().any():
+                raise DataError(f"{path.name}: column {col!r} is empty at {_rows(df, df[col].isna().to_numpy(), 'id')}")
+            continue
         values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
         left_out = raw.isna().to_numpy()  # an empty cell
         bad = ~np.isfinite(values) & ~(left_out & filtered)
@@ -314,7 +320,7 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
 
 
 def read_teacher(path, ids: pd.Series, folds: np.ndarray, fingerprint: str, todo, outputs=("target",),
-                 id_col: str = "id", text_cols=("excerpt",)) -> pd.DataFrame:
+                 id_col: str = "id", text_cols=("excerpt",), read_cells=None) -> pd.DataFrame:
     """A teacher's predictions of the training rows (utils.pseudo --training-rows), as columns
     O_fold{k} aligned with `ids` (the training rows, in order): what fold k's student mixes into
     the targets of the rows it trains on (those of the other folds). Refused in one line: a file
@@ -331,7 +337,7 @@ def read_teacher(path, ids: pd.Series, folds: np.ndarray, fingerprint: str, todo
         raise DataError(f"{path.name}: not a teacher's predictions of the training rows ({info_path.name} "
                         f"{'does not say rows: training' if info else 'is missing'}): make one with python -m "
                         "utils.pseudo --training-rows (texts of other rows go to --pseudo-csv)")
-    df, per_fold = read_pseudo(path, text_cols, fingerprint, todo, outputs, id_col)
+    df, per_fold = read_pseudo(path, text_cols, fingerprint, todo, outputs, id_col, read_cells)
     if not per_fold:  # (read_pseudo refuses other folds and missing fold columns)
         raise DataError(f"{path.name} has no O_fold{{k}} columns: a student needs each fold's own teacher")
     table = df.set_index(df[id_col].astype(str))
@@ -345,7 +351,7 @@ def read_teacher(path, ids: pd.Series, folds: np.ndarray, fingerprint: str, todo
     for k in todo:
         need = (np.asarray(folds) != k)
         for o in outputs:
-            bad = need & ~np.isfinite(out[f"{o}_fold{k}"].to_numpy(dtype=float))
+            bad = need & out[f"{o}_fold{k}"].isna().to_numpy()  # (read_pseudo refused what is not finite)
             if bad.any():
                 raise DataError(f"{path.name}: column '{o}_fold{k}' is empty at a row fold {k}'s student trains on "
                                 f"(id {ids[bad].iloc[0]!r})")

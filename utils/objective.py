@@ -626,6 +626,21 @@ class Spans(Objective):
     def output_names(self, target_cols, labels):
         return ("start", "end") if self.heads == 2 else ("span",)
 
+    distils: ClassVar[bool] = True
+
+    def distilled(self, y, teacher, weight, temperature):
+        """Each row's (span text, answer) with its teacher's character scores (len_text, heads), the
+        weight and the temperature: the dataset mixes them into each window's token targets, in the
+        student's own tokens (utils.spans.teacher_token_targets)."""
+        out = np.empty(len(y), dtype=object)
+        for i, ((text, answer), chars) in enumerate(zip(y, teacher)):
+            if len(chars) != len(text):
+                raise DataError(f"the teacher's character scores of training row {i + 1} cover {len(chars)} "
+                                f"characters, its text {len(text)}: they were made from another version of the text")
+            out[i] = (text, answer, chars, weight, temperature)
+        return out
+
+
     def targets(self, df, target_cols, labels, extra_cols=()):
         """(N,) objects: (the span text, the answer as the file wrote it)."""
         col, out = target_cols[0], np.empty(len(df), dtype=object)
@@ -648,15 +663,17 @@ class Spans(Objective):
         return np.log(m / (1 - m))
 
     def loss(self, preds, y, weight=None, n_targets: int = 1, kind: str = "mse", min_se: float = 0.0):
-        """preds (B, S, heads) token logits; y: (B, S) 0/1 per token, -100 where no character of the
-        span text is (binary cross-entropy over the rest), or (B, 2) the first and last token of the
-        span (cross-entropy over the positions; utils.shapes.SpanRows masks what is not the text)."""
+        """preds (B, S, heads) token logits; y: (B, S) 0/1 per token (a student's: in [0, 1]), -100
+        where no character of the span text is (binary cross-entropy over the rest), or (B, 2) the
+        first and last token of the span (cross-entropy over the positions; utils.shapes.SpanRows
+        masks what is not the text), a student's (B, 2, S) distributions over them."""
         import torch.nn.functional as F
 
         preds = preds.float()
-        if self.heads == 2:
-            per_row = (F.cross_entropy(preds[:, :, 0], y[:, 0].long(), reduction="none")
-                       + F.cross_entropy(preds[:, :, 1], y[:, 1].long(), reduction="none")) / 2
+        if self.heads == 2:  # y (B, 2) positions, or a student's (B, 2, S) distributions
+            y = y.float() if y.dim() == 3 else y.long()
+            per_row = (F.cross_entropy(preds[:, :, 0], y[:, 0], reduction="none")
+                       + F.cross_entropy(preds[:, :, 1], y[:, 1], reduction="none")) / 2
             return _weighted_mean(per_row, weight)
         y = y.float()
         keep = (y != -100).float()

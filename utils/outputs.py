@@ -64,6 +64,23 @@ class Outputs:
         """A pseudo-label file's columns per output: the targets, or prob_<label> (soft labels)."""
         return [f"prob_{n}" for n in output_names]
 
+    # A pseudo-label file's cell holds a number per output (a span task's: a text's character scores).
+    signal_numbers: ClassVar[bool] = True
+
+    def signal_column(self, label: np.ndarray, j: int, texts: pd.DataFrame):
+        """Output j of blended predictions `label` (N, outputs) of the rows `texts`, as a
+        pseudo-label file's column."""
+        return label[:, j]
+
+    def read_signal(self, raw: pd.Series, where: str) -> pd.Series:
+        """A pseudo-label file's column as read back (utils.data.read_pseudo checks numbers itself)."""
+        return raw
+
+    def signal_values(self, frame: pd.DataFrame) -> np.ndarray:
+        """A student's teacher columns (its rows, one column per output) as Objective.distilled
+        takes them: (n, outputs) float32."""
+        return frame.to_numpy(dtype=np.float32)
+
     # ---- blends
     def member_arrays(self, frames, target_cols, runs=()) -> list:
         """oof_arrays of several runs' oof frames (of the run folders `runs`), their predictions'
@@ -327,6 +344,33 @@ class SpansOutputs(Outputs):
         with atomic_file(Path(folder) / CHARS) as tmp, open(tmp, "wb") as f:
             np.savez_compressed(f, ids=np.array(json.dumps(oof["id"].astype(str).tolist())), lengths=lengths,
                                 scores=flat, texts=np.array(json.dumps(oof.attrs["texts"])))
+
+    def pseudo_columns(self, output_names):
+        return [str(n) for n in output_names]
+
+    signal_numbers: ClassVar[bool] = False
+
+    def signal_column(self, label, j, texts):
+        """Each row's character scores of head j (its text's length of the (N, C, heads) scores),
+        as utils.spans.scores_cell writes them."""
+        lengths = texts[self.objective.span_col].astype(str).str.len().to_numpy()
+        return [spans.scores_cell(row[:n, j]) for row, n in zip(label, lengths)]
+
+    def read_signal(self, raw, where):
+        """Each non-empty cell parsed (utils.spans.cell_scores): (len_text,) arrays, NaN for an empty one."""
+        try:
+            return pd.Series([np.nan if pd.isna(c) else spans.cell_scores(c, f"{where}, row {i + 2}")
+                              for i, c in enumerate(raw.tolist())], index=raw.index, dtype=object)
+        except ValueError as e:
+            raise DataError(str(e)) from None
+
+    def signal_values(self, frame):
+        """(n,) objects: each row's (len_text, heads) character scores."""
+        cols = [frame[c].tolist() for c in frame.columns]
+        out = np.empty(len(frame), dtype=object)
+        for i, heads in enumerate(zip(*cols)):
+            out[i] = np.stack(heads, axis=1)
+        return out
 
     def oof_arrays(self, oof, target_cols):
         """(true answers, predicted answers) as oof.csv writes them."""

@@ -103,7 +103,7 @@ def predict_replicas(models, tokenizer, texts, max_len: int, batch_size=64, prec
 
 
 def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_len=None,
-                  progress=True, base_model=None, devices=None, items=None) -> dict:
+                  progress=True, base_model=None, devices=None, items=None, skip=None) -> dict:
     """{fold number: (N, outputs) predictions of that fold's model}. `texts`: the rows as the run's
     competition reads them (utils.shapes' inputs: texts, or a multiple-choice row's options);
     `items`: a retriever's catalogue texts, each fold's outputs then the (N, items) similarities.
@@ -112,13 +112,16 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
     where its shape says so (utils.shapes: a ranking's rows are read even when blank).
     Without a `device`, every GPU is used (utils.model.placement: data-parallel replicas, or one
     model split across them); `devices` gives the replicas' devices explicitly. `base_model`:
-    a LoRA fold's base model folder (else found: utils.backbone.find_base).
+    a LoRA fold's base model folder (else found: utils.backbone.find_base). `skip`: {fold: (N,) bool}
+    rows that fold's model does not read, NaN in its predictions (a fold's own training rows).
     """
     comp = run_competition(run)
     blank = shape_of(comp).blank(texts)
-    usable = [t for t, b in zip(texts, blank) if not b]
     out = {}
     for i, folder in enumerate(fold_dirs(run)):
+        k = int(folder.name[4:])
+        left = np.asarray(skip[k], bool) if skip and k in skip else np.zeros(len(blank), bool)
+        usable = [t for t, b, s in zip(texts, blank, left) if not (b or s)]
         fold = load_fold(folder, device, base_model, precision, devices)
         record, models, tokenizer, prec = fold.record, fold.models, fold.tokenizer, fold.precision
         if i == 0 and fold.devices[0].type == "cuda" and prec.note.startswith("warning"):
@@ -139,11 +142,12 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
             width = rows.shape[1]
         p = np.zeros((len(blank), *(rows.shape[1:] if usable else (width,))))
         if usable:
-            p[~blank] = rows
+            p[~blank & ~left] = rows
         # Runs saved before the mean was recorded: the mean prediction of the usable rows.
         if blank.any():
-            p[blank] = record.target_mean or (p[~blank].mean(0) if usable else 0.0)
-        out[int(folder.name[4:])] = p
+            p[blank] = record.target_mean or (p[~blank & ~left].mean(0) if usable else 0.0)
+        p[left] = np.nan
+        out[k] = p
         del models, fold
     return out
 

@@ -87,17 +87,19 @@ def check_max_std(runs, max_std) -> None:
                         "k's validation rows (one run has one fold-k model, so no spread)")
 
 
-def check_not_ranking(comp) -> None:
-    """Pseudo-labels are values, class or label probabilities: a ranking (retrieval, multiple
-    choice) has none yet, refused in one line before any model loads."""
-    if comp.ranking or comp.span_task:
+def check_not_ranking(comp, training_rows: bool = False) -> None:
+    """Pseudo-labels are values, class or label probabilities, and a span task's character scores
+    of its own training rows (a student's signal): a ranking (retrieval, multiple choice) has none
+    yet, nor a span task's other texts, refused in one line before any model loads."""
+    if comp.ranking or (comp.span_task and not training_rows):
         what = "parts of its texts" if comp.span_task else "a ranking"
         raise DataError(f"{comp.slug} answers {what} ({comp.task}): pseudo-labels are made for values, classes "
                         "and labels only, not yet for rankings or spans")
 
 
 def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, fold_weights: dict | None = None,
-                max_std: float | None = None, comp=None, base_model: str | None = None) -> pd.DataFrame:
+                max_std: float | None = None, comp=None, base_model: str | None = None,
+                skip: dict | None = None) -> pd.DataFrame:
     """The id column, the text columns, O_fold{k}, O_std_fold{k}, O, O_std per output O, for `texts` (ids
     and text columns, read as the competition `comp` (default: the runs') reads them), from `runs`.
 
@@ -105,15 +107,18 @@ def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, 
     fitted without fold k's rows, one per run or one per run and target; else `weights`);
     `max_std` blanks fold k's labels of a text whose fold-k models disagree more on any output
     (needs two runs or more), and drops texts left with no label. `base_model`: a LoRA teacher's
-    base model folder (else the recorded one is found: utils.backbone.find_base).
+    base model folder (else the recorded one is found: utils.backbone.find_base). `skip`: {fold: (N,)
+    bool} rows fold k's models do not predict (their O_fold{k} empty: the training rows they validate
+    on). A span task's O_fold{k} are each text's character scores of a head (utils.outputs), no spread.
     """
     folds, _ = teachers_folds(runs)
     names = check_teachers(runs)
     check_max_std(runs, max_std)
     comp = comp or run_competition(runs[0])
-    check_not_ranking(comp)
+    check_not_ranking(comp, skip is not None)
+    outputs = comp.objective.outputs
     values = comp.input_texts(texts)
-    per_run = [predict_folds(run, values, progress=progress, base_model=base_model) for run in runs]
+    per_run = [predict_folds(run, values, progress=progress, base_model=base_model, skip=skip) for run in runs]
     out = pd.DataFrame({comp.id_col: texts[comp.id_col].astype(str).to_numpy()})  # as the test file
     for c in comp.text_cols:
         out[c] = texts[c].to_numpy()
@@ -123,15 +128,23 @@ def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, 
         # fitted without its rows.
         w = (fold_weights or {}).get(k, overall)
         fold_k = np.stack([preds[k] for preds in per_run], axis=1)  # (N, runs, outputs)
-        label, spread = blend(fold_k, w), fold_k.std(axis=1)
+        label = blend(fold_k, w)
+        if not outputs.signal_numbers:  # character scores: a cell per row and head, nothing left out
+            for j, o in enumerate(names):
+                cells = outputs.signal_column(label, j, texts)
+                out[f"{o}_fold{k}"] = [None if skip and skip[k][i] else c for i, c in enumerate(cells)]
+            continue
+        spread = fold_k.std(axis=1)
         if max_std is not None:
             label[~(spread <= max_std).all(axis=1)] = np.nan
         for j, o in enumerate(names):
             out[f"{o}_fold{k}"], out[f"{o}_std_fold{k}"] = label[:, j], spread[:, j]
+    if not outputs.signal_numbers:
+        return out
     every_model = np.stack([p for preds in per_run for p in preds.values()], axis=1)
     for j, o in enumerate(names):
         out[o] = out[[f"{o}_fold{k}" for k in folds]].mean(axis=1)  # NaN-skipping: folds that kept it
-        out[f"{o}_std"] = every_model[:, :, j].std(axis=1)
+        out[f"{o}_std"] = np.nanstd(every_model[:, :, j], axis=1)  # (NaN: a fold's own rows, not predicted)
     fold_cols = [f"{names[0]}_fold{k}" for k in folds]  # a fold keeps or drops all outputs of a text
     empty = [k for k, col in zip(folds, fold_cols) if out[col].isna().all()]
     if empty == folds:
@@ -177,15 +190,13 @@ def training_rows(comp, train_csv, runs) -> pd.DataFrame:
     return rows
 
 
-def blank_own_fold(out: pd.DataFrame, comp, runs, names) -> pd.DataFrame:
-    """O_fold{k} emptied on fold k's own rows: fold k's student validates on them, never trains."""
+def own_fold_rows(rows: pd.DataFrame, comp, runs) -> dict:
+    """{fold k: (N,) bool} the training rows of fold k itself: fold k's student validates on them and
+    never trains, so fold k's models do not predict them (their O_fold{k} is left empty)."""
     fold_of = read_folds(runs[0])
     fold_of.index = fold_of.index.astype(str)
-    own = fold_of.loc[out[comp.id_col].astype(str)].to_numpy()
-    for k in finished_folds(runs[0]):
-        for o in names:
-            out.loc[own == k, f"{o}_fold{k}"] = np.nan
-    return out
+    own = fold_of.loc[rows[comp.id_col].astype(str)].to_numpy()
+    return {k: own == k for k in finished_folds(runs[0])}
 
 
 def main(argv=None) -> int:
@@ -214,7 +225,7 @@ def main(argv=None) -> int:
         folds, fingerprint = teachers_folds(args.runs)
         names = check_teachers(args.runs)
         comp = run_competition(args.runs[0])
-        check_not_ranking(comp)
+        check_not_ranking(comp, args.training_rows)
         run_names(args.runs)
         saved = read_blend(args.blend) if args.blend else None
         weights, fold_weights = blend_weights(args.blend, args.runs, saved) if saved else (None, None)
@@ -226,15 +237,15 @@ def main(argv=None) -> int:
         if args.training_rows == bool(args.texts):
             raise DataError("give --texts (texts to pseudo-label) or --training-rows (the training file's own "
                             "rows, a student's distillation targets), one of the two")
+        skip = None
         if args.training_rows:
             texts = training_rows(comp, args.train_csv, args.runs)
             dup, blank = np.zeros(len(texts), bool), np.zeros(len(texts), bool)
+            skip = own_fold_rows(texts, comp, args.runs)
         else:
             texts, dup, blank = texts_to_label(comp, args.texts, args.train_csv)
         out = make_pseudo(args.runs, texts, weights, not args.no_progress,
-                          fold_weights, args.max_std, comp, args.base_model)
-        if args.training_rows:
-            out = blank_own_fold(out, comp, args.runs, names)
+                          fold_weights, args.max_std, comp, args.base_model, skip)
         n_labelled = len(texts)
         kept = {k: int(out[f"{names[0]}_fold{k}"].notna().sum()) for k in folds}
         if args.max_std is not None:

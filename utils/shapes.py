@@ -333,7 +333,8 @@ class SpanDataset(torch.utils.data.Dataset):
     windows of the text's tokens (half a window apart, the last ending at its end), each with the
     special tokens and the condition around it. Item i is a window: its ids, its targets (a 0/1 per
     token of the text, -100 elsewhere; or its first and last token of the span, the first token
-    (CLS) when the window holds none), `span_mask` (the text's tokens). `per_text` turns the
+    (CLS) when the window holds none; a student's mixed with its teacher's character scores,
+    utils.spans.teacher_token_targets), `span_mask` (the text's tokens). `per_text` turns the
     windows' token outputs into each row's character scores (the mean where windows overlap)."""
 
     def __init__(self, inputs, tokenizer, max_len: int, targets=None, weights=None, heads: int = 1,
@@ -354,7 +355,7 @@ class SpanDataset(torch.utils.data.Dataset):
             offsets = np.asarray(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2)
             mask = np.array([x == side for x in seq], dtype=bool)
             if targets is not None:
-                text, answer = targets[i]
+                text, answer, *teacher = targets[i]  # a student's: + its teacher's character scores, weight, T
                 found = objective.spans_of(text, answer, f"row {i + 1}")
                 labels = spans.token_targets(offsets, found, text, mask)
             keep = np.arange(len(ids))
@@ -393,6 +394,8 @@ class SpanDataset(torch.utils.data.Dataset):
                     if heads == 2:
                         on = np.flatnonzero(t == 1)
                         t = np.array([on[0], on[-1]] if len(on) else [0, 0], dtype=np.int64)
+                    if teacher:
+                        t = spans.teacher_token_targets(offsets[w], teacher[0], mask[w], t, *teacher[1:])
                     tgt.append(t)
         self.owner = np.asarray(owner, dtype=int)
         self.n_texts, self.heads = len(self.texts), heads
@@ -456,7 +459,12 @@ class SpanCollator(Collator):
             mask[row, : len(x["span_mask"])] = torch.as_tensor(x["span_mask"])
         batch["span_mask"] = mask
         if "target" in items[0]:
-            if self.heads == 2:
+            if self.heads == 2 and np.ndim(items[0]["target"]) == 2:  # a student's: (2, tokens) distributions
+                target = torch.zeros((len(items), 2, width))
+                for row, x in enumerate(items):
+                    target[row, :, : x["target"].shape[1]] = torch.as_tensor(x["target"])
+                batch["target"] = target
+            elif self.heads == 2:
                 batch["target"] = torch.as_tensor(np.stack([x["target"] for x in items]), dtype=torch.long)
             else:
                 target = torch.full((len(items), width), -100.0)

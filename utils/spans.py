@@ -199,6 +199,63 @@ def token_targets(offsets, spans, text: str, sequence_mask=None, ignore: int = -
     return np.where(used, hit.astype(np.int64), ignore)
 
 
+def teacher_token_targets(offsets, chars, sequence_mask, hard, weight: float, temperature: float = 1.0):
+    """A window's targets mixing its labels with a teacher's character scores (len_text, heads)
+    (its chars.npz rows, any tokenizer's): `hard` the window's labels (token_targets' 0/1/-100
+    per token, one head; or the (2,) first and last token of the span, two heads). One head: each
+    token of the text the mean of its characters' probabilities (softened at `temperature` as
+    two classes), mixed as (1 - weight) x label + weight x teacher, -100 kept where the label
+    ignores the token; (T,) float32. Two heads: the teacher's start and end mass on a token's
+    characters (a distribution on words' edges), the mass outside the window's text on the first
+    token ("no span here", as a window without the span is labelled), softened (p ** (1 / T)
+    renormalised) and mixed with the one-hot label; (2, T) float32."""
+    chars = np.asarray(chars, dtype=np.float64).reshape(len(chars), -1)
+    starts, ends, used = _offsets(offsets, len(chars), sequence_mask, "teacher_token_targets")
+    sums = np.concatenate([np.zeros((1, chars.shape[1])), np.cumsum(chars, axis=0)])
+    lo, hi = np.clip(starts, 0, len(chars)), np.clip(ends, 0, len(chars))
+    mass = np.where(used[:, None], sums[hi] - sums[lo], 0.0)  # (T, heads): each token's characters' total
+    if chars.shape[1] == 1:
+        p = np.clip(mass[:, 0] / np.maximum(hi - lo, 1), 1e-6, 1 - 1e-6)
+        q = p ** (1 / temperature)
+        p = q / (q + (1 - p) ** (1 / temperature))
+        hard = np.asarray(hard, dtype=np.float64)
+        return np.where(hard == -100, -100.0, (1 - weight) * hard + weight * p).astype(np.float32)
+    out = np.zeros((2, len(starts)))
+    for h in range(2):
+        p = mass[:, h].copy()
+        p[0] += max(0.0, 1.0 - p.sum())  # the teacher's mass outside this window's text: no span here
+        q = np.power(p, 1 / temperature)
+        soft = q / max(q.sum(), 1e-12)
+        out[h] = weight * soft
+        out[h, int(hard[h])] += 1 - weight
+    return out.astype(np.float32)
+
+
+def scores_cell(scores) -> str:
+    """A text's character scores of one head (len_text,) as a csv cell: "len|i:p i:p", the
+    characters whose score rounds to 0.001 or more (every other character 0): a teacher's
+    signal in utils.pseudo's files, where a number per cell cannot hold it."""
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    kept = np.flatnonzero(np.round(scores, 3) > 0)
+    return f"{len(scores)}|" + " ".join(f"{i}:{scores[i]:.3f}" for i in kept)
+
+
+def cell_scores(cell, where: str = "cell") -> np.ndarray:
+    """A scores_cell back as (len_text,) float32; one line naming `where` when it is not one."""
+    try:
+        n, _, rest = str(cell).partition("|")
+        out = np.zeros(int(n), dtype=np.float32)
+        for piece in rest.split():
+            i, _, p = piece.partition(":")
+            out[int(i)] = float(p)
+    except (ValueError, IndexError):
+        raise ValueError(f"{where}: {show(cell, 40)} is not a text's character scores "
+                         "(\"length|index:score ...\", as utils.pseudo writes them)") from None
+    if not np.isfinite(out).all() or (out < 0).any() or (out > 1).any():
+        raise ValueError(f"{where}: a character score outside [0, 1]")
+    return out
+
+
 def token_to_char_probs(offsets, token_probs, len_text: int, sequence_mask=None) -> np.ndarray:
     """(len_text,) float32 probability per character from one per token (T,): each character gets
     its token's (the largest where tokens share characters: byte-level BPE's pieces of one emoji,

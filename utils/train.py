@@ -325,7 +325,7 @@ def fold_data(cfg: TrainConfig, comp, df: pd.DataFrame, folds: np.ndarray, fold:
     train_texts, train_y, weights, pseudo_ds, p_texts = [texts[i] for i in tr], y[tr], None, None, []
     own = [f"{TEACHER}{o}_fold{fold}" for o in pseudo_outputs(comp, labels)]
     if own and own[0] in df.columns:  # --distil-csv: the fold-k teachers' predictions, made without fold k's rows
-        teacher = df[own].to_numpy(dtype=np.float32)[tr]
+        teacher = obj.outputs.signal_values(df[own].iloc[tr])
         train_y = obj.distilled(train_y, teacher, cfg.distil_weight, cfg.distil_temperature)
     if pseudo is not None:
         p_texts, p_y = pseudo_rows(comp, pseudo, fold, labels)
@@ -786,12 +786,15 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
                           + (f"({cfg.pseudo_epochs} epoch(s) alone first)" if cfg.pseudo_epochs
                              else f"(mixed, weight {cfg.pseudo_weight:g})"))
     if cfg.distil_csv:  # fold k's teachers' predictions of the rows, as columns fold_data reads
+        labels, outputs = class_labels(cfg, comp, df), objective_of(comp).outputs
         teacher = read_teacher(cfg.distil_csv, df[comp.id_col], folds, folds_fingerprint(df[comp.id_col], folds),
-                               todo, pseudo_outputs(comp, class_labels(cfg, comp, df)), comp.id_col, comp.text_cols)
+                               todo, pseudo_outputs(comp, labels), comp.id_col, comp.text_cols,
+                               None if outputs.signal_numbers else outputs.read_signal)
         df = pd.concat([df, teacher.add_prefix(TEACHER)], axis=1)
+        softened = labels or not outputs.signal_numbers  # probabilities, or a span task's character scores
         accelerator.print(f"{Path(cfg.distil_csv).name}: each fold's training targets mix the labels with its own "
                           f"teachers' predictions (weight {cfg.distil_weight:g}"
-                          + (f", temperature {cfg.distil_temperature:g}" if class_labels(cfg, comp, df) else "") + ")")
+                          + (f", temperature {cfg.distil_temperature:g}" if softened else "") + ")")
     df, folds = learnable_rows(comp, df, folds, Path(cfg.train_csv).name, accelerator.print)
     metrics = {}
     memory = {"accelerator": accelerator, "size": cfg.batch_size, "precision": precision}  # the micro-batch that fits
