@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import cfg_for, perturb, write_csv
+from helpers import WORDS, cfg_for, perturb, write_csv
 
 from utils import pseudo, runs
 from utils.data import DataError, pseudo_info_path
@@ -178,10 +178,55 @@ def test_a_classifier_distils_its_teachers_softened_probabilities(tmp_path, tiny
     m = run_cv(cfg_for(data / "train.csv", tmp_path / "student", tiny_bert, competition=slug, max_steps=2,
                        max_len=16, distil_csv=str(out), distil_temperature=2.0))
     assert np.isfinite(m["cv"]) and m["teachers"][0]["run"] == "teacher"
-    # a ranking is refused in one line, before any training
-    with pytest.raises(ValueError, match="--distil-csv: .* answers a ranking"):
-        run_cv(cfg_for(tiny_data("kaggle-llm-science-exam", tmp_path / "s", 12) / "train.csv", tmp_path / "x",
-                       tiny_bert, competition="kaggle-llm-science-exam", max_steps=1, distil_csv=str(out)))
+    # a catalogue's ranking is refused in one line, before any training, and before any model loads
+    eedi = "eedi-mining-misconceptions-in-mathematics"
+    with pytest.raises(ValueError, match="--distil-csv: .* answers a ranking of a catalogue"):
+        run_cv(cfg_for(tiny_data(eedi, tmp_path / "e", 12) / "train.csv", tmp_path / "x",
+                       tiny_bert, competition=eedi, max_steps=1, distil_csv=str(out)))
+    from utils.competition import BUILTIN
+
+    with pytest.raises(DataError, match="answers a ranking of a catalogue .*predictions of the training rows"):
+        pseudo.check_not_ranking(BUILTIN[eedi], training_rows=True)
+
+
+def test_a_multiple_choice_student_distils_its_teachers_probabilities_over_the_options(tmp_path, tiny_bert):
+    """The teacher's probabilities over each training row's options (prob_A ... per fold), mixed with
+    the true option at a temperature; weight 0 is the plain run exactly, and --train-options refused."""
+    from helpers import tiny_data
+
+    from utils.predict import predict_folds
+    from utils.tables import read_split
+
+    slug = "kaggle-llm-science-exam"
+    data = tiny_data(slug, tmp_path / "d", 16)
+    frame, rng = pd.read_csv(data / "train.csv"), np.random.default_rng(0)
+    for x in "ABCDE":  # options of words the tiny vocabulary knows, other in every option
+        frame[x] = [" ".join(rng.choice(list(WORDS), 3)) for _ in range(len(frame))]
+    frame.to_csv(data / "train.csv", index=False)
+    # enough steps and a large enough rate that the scores differ between options
+    kw = dict(competition=slug, epochs=4, max_len=64, pooling="mean", lr=3e-2, head_lr=3e-2)
+    run_cv(cfg_for(data / "train.csv", tmp_path / "teacher", tiny_bert, **kw))
+    out = tmp_path / "t.csv"
+    assert pseudo.main(["--runs", str(tmp_path / "teacher"), "--train-csv", str(data / "train.csv"),
+                        "--training-rows", "--out", str(out), "--no-progress"]) == 0
+    t = pd.read_csv(out)
+    cols = [f"prob_{o}_fold1" for o in "ABCDE"]
+    assert set(cols) <= set(t.columns) and np.allclose(t[cols].dropna().sum(axis=1), 1, atol=1e-5)
+    m = run_cv(cfg_for(data / "train.csv", tmp_path / "student", tiny_bert, distil_csv=str(out),
+                       distil_temperature=2.0, **kw))
+    assert np.isfinite(m["cv"]) and m["teachers"][0]["run"] == "teacher"
+    run_cv(cfg_for(data / "train.csv", tmp_path / "alone", tiny_bert, **kw))
+    run_cv(cfg_for(data / "train.csv", tmp_path / "nothing", tiny_bert, distil_csv=str(out), distil_weight=0.0, **kw))
+    from utils.competition import load_competition
+    from utils.shapes import shape_of
+
+    comp = load_competition(slug)
+    rows = shape_of(comp).inputs(comp, read_split(comp, data / "train.csv", "train"))
+    alone, nothing, student = (predict_folds(tmp_path / r, rows, progress=False)[0]
+                               for r in ("alone", "nothing", "student"))
+    assert np.allclose(alone, nothing, atol=1e-5) and not np.allclose(alone, student, atol=1e-4)
+    with pytest.raises(ValueError, match="--distil-csv with --train-options"):
+        run_cv(cfg_for(data / "train.csv", tmp_path / "x", tiny_bert, distil_csv=str(out), train_options=2, **kw))
 
 
 def test_a_teachers_character_scores_become_the_students_token_targets():

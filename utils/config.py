@@ -234,16 +234,25 @@ def ignored_settings(cfg: TrainConfig, comp: Competition) -> list:
             for v in [getattr(cfg, k)] if own and v and v != own and v != fields[k].default]
 
 
+SIGNAL_NOT_MADE = {"spans": "parts of its texts", "options": "a ranking of its options",
+                   "items": "a ranking of a catalogue"}  # what a teacher's signal is not made for (Objective.signals)
+
+
 def check_settings(cfg: TrainConfig, comp: Competition) -> None:
     """The settings this competition cannot train with, refused in one line."""
     if cfg.loss == "se" and (objective_of(comp).kind != "values" or len(comp.target_cols) != 1):
         raise ValueError("loss 'se' needs a single regression target")
-    if cfg.pseudo_csv and (comp.ranking or comp.span_task):
-        raise ValueError(f"--pseudo-csv: {comp.slug} answers {'parts of its texts' if comp.span_task else 'a ranking'}"
-                         "; pseudo-labels are made for values, classes and labels only")
-    if cfg.distil_csv and not objective_of(comp).distils:
-        raise ValueError(f"--distil-csv: {comp.slug} answers a ranking; a teacher's predictions are mixed into "
-                         "values, classes, labels and spans only")
+    obj = objective_of(comp)
+    if cfg.pseudo_csv and "texts" not in obj.signals:
+        raise ValueError(f"--pseudo-csv: {comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]}; pseudo-labels of other "
+                         "texts are made for values, classes and labels only")
+    if cfg.distil_csv and "training" not in obj.signals:
+        raise ValueError(f"--distil-csv: {comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]}; a teacher's predictions are "
+                         "mixed into values, classes, labels, a row's options and spans only")
+    if cfg.distil_csv and cfg.train_options:
+        raise ValueError("--distil-csv with --train-options: a row seen with a few of its options drawn at random "
+                         "would lose the teacher's distribution over the others; distil on every option "
+                         "(--train-options 0)")
     if cfg.pooling == NO_POOLING and objective_of(comp).pooling != NO_POOLING:
         raise ValueError(f"--pooling tokens (no pooling: an output per token) is for span tasks; a {comp.task} "
                          "model pools its tokens into one vector: attention, mean, max, cls, last or attention+mean")

@@ -123,7 +123,9 @@ class Objective:
         """Targets as the rows they are mixed with (pseudo-labels): one-hot class probabilities."""
         return y
 
-    distils: ClassVar[bool] = False  # a teacher's outputs mix into its targets (utils.train --distil-csv)
+    # Which rows a teacher's outputs are made for and mixed into a student's targets: "texts" (other
+    # texts: pseudo-labels, utils.train --pseudo-csv), "training" (the training rows: --distil-csv).
+    signals: ClassVar[tuple] = ()
 
     def distilled(self, y: np.ndarray, teacher: np.ndarray, weight: float, temperature: float) -> np.ndarray:
         """Training targets (n, outputs) mixing the labels y with a teacher's outputs (n, outputs):
@@ -196,7 +198,7 @@ class Regression(Objective):
     one)."""
 
     kind: ClassVar[str] = "values"
-    distils: ClassVar[bool] = True
+    signals: ClassVar[tuple] = ("texts", "training")
 
     def distilled(self, y, teacher, weight, temperature):
         mixed = np.asarray(y, dtype=np.float32).copy()
@@ -302,7 +304,7 @@ class Classification(Objective):
     def soft(self, y, n_out):
         return np.eye(n_out, dtype=np.float32)[y.astype(int)]
 
-    distils: ClassVar[bool] = True
+    signals: ClassVar[tuple] = ("texts", "training")
 
     def distilled(self, y, teacher, weight, temperature):
         return ((1 - weight) * self.soft(y, teacher.shape[1]) + weight * softened(teacher, temperature)).astype(
@@ -356,7 +358,7 @@ class MultiLabel(Objective):
     cross-entropy."""
 
     kind: ClassVar[str] = "labels"
-    distils: ClassVar[bool] = True
+    signals: ClassVar[tuple] = ("texts", "training")
 
     def distilled(self, y, teacher, weight, temperature):
         p = softened(np.stack([1 - teacher, teacher], axis=-1), temperature)[..., 1]  # each label: two classes
@@ -409,7 +411,7 @@ class MultipleChoice(Classification):
     the answer the top answer_k of them."""
 
     kind: ClassVar[str] = "options"
-    distils: ClassVar[bool] = False  # a ranking: its scores over the options are not mixed in yet
+    signals: ClassVar[tuple] = ("training",)  # the teacher's probabilities over a training row's options
     OUTPUTS: ClassVar[type] = outputs.MultipleChoiceOutputs
 
     def check_labels(self, comp, df, name, items=None):
@@ -626,7 +628,7 @@ class Spans(Objective):
     def output_names(self, target_cols, labels):
         return ("start", "end") if self.heads == 2 else ("span",)
 
-    distils: ClassVar[bool] = True
+    signals: ClassVar[tuple] = ("training",)  # a teacher's character scores of the training rows
 
     def distilled(self, y, teacher, weight, temperature):
         """Each row's (span text, answer) with its teacher's character scores (len_text, heads), the

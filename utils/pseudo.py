@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from .cli import HelpFormatter, cli_error, first_paragraph
+from .config import SIGNAL_NOT_MADE
 from .data import DataError, folds_fingerprint, pseudo_info_path
 from .eda import plain_texts
 from .ensemble import blend, blend_weights, normalize_weights, read_blend
@@ -47,6 +48,7 @@ from .files import run_names, write_csv, write_json
 from .objective import get_objective
 from .predict import blank_texts, check_runs, check_runs_agree, predict_folds, run_competition
 from .runs import BLEND, FOLDS, finished_folds, identity, read_folds
+from .shapes import shape_of
 from .tables import read_split
 
 
@@ -88,13 +90,17 @@ def check_max_std(runs, max_std) -> None:
 
 
 def check_not_ranking(comp, training_rows: bool = False) -> None:
-    """Pseudo-labels are values, class or label probabilities, and a span task's character scores
-    of its own training rows (a student's signal): a ranking (retrieval, multiple choice) has none
-    yet, nor a span task's other texts, refused in one line before any model loads."""
-    if comp.ranking or (comp.span_task and not training_rows):
-        what = "parts of its texts" if comp.span_task else "a ranking"
-        raise DataError(f"{comp.slug} answers {what} ({comp.task}): pseudo-labels are made for values, classes "
-                        "and labels only, not yet for rankings or spans")
+    """Pseudo-labels of other texts are values, class or label probabilities; a student's signal of
+    the training rows also a row's option probabilities and a span task's character scores
+    (utils.objective's `signals`); a catalogue's ranking has none yet. Refused in one line before
+    any model loads."""
+    obj = comp.objective
+    if training_rows and "training" not in obj.signals:
+        raise DataError(f"{comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]} ({comp.task}): a teacher's predictions of "
+                        "the training rows are made for values, classes, labels, a row's options and spans only")
+    if not training_rows and "texts" not in obj.signals:
+        raise DataError(f"{comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]} ({comp.task}): pseudo-labels of other "
+                        "texts are made for values, classes and labels only, not yet for rankings or spans")
 
 
 def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, fold_weights: dict | None = None,
@@ -117,7 +123,7 @@ def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, 
     comp = comp or run_competition(runs[0])
     check_not_ranking(comp, skip is not None)
     outputs = comp.objective.outputs
-    values = comp.input_texts(texts)
+    values = shape_of(comp).inputs(comp, texts)  # a row as the runs read it (a question's options too)
     per_run = [predict_folds(run, values, progress=progress, base_model=base_model, skip=skip) for run in runs]
     out = pd.DataFrame({comp.id_col: texts[comp.id_col].astype(str).to_numpy()})  # as the test file
     for c in comp.text_cols:
