@@ -5,6 +5,10 @@ teacher, beside MiniLM alone, each with bench/quality.py's recipe (batch 16, max
     python bench/distil.py teacher --epochs 1 --out runs/cl-mpnet-e1 --save-every 20
     python bench/distil.py alone   --epochs 1 --out runs/cl-minilm-e1 --save-every 20
     python bench/distil.py student --epochs 1 --teacher runs/cl-mpnet-e1 --weight 0.5 --out runs/cl-student-e1
+    python bench/distil.py student --epochs 1 --teacher runs/cl-mpnet-e1 --signal extra --extra-data DIR \
+        --out runs/cl-extra-e1
+    python bench/distil.py student --epochs 1 --teacher runs/cl-mpnet-e1 --signal both --extra-data DIR \
+        --out runs/cl-both-e1
     python bench/distil.py timing  --runs runs/cl-mpnet-e1 runs/cl-student-e1
     python bench/distil.py --table
     python bench/distil.py tweet-student --epochs 1 --teacher runs/tweet-mpnet-e1 --out runs/tweet-student-e1
@@ -20,11 +24,14 @@ validation tweets.
 `teacher` and `alone`: fold 0 of the backbone (mpnet, MiniLM). `student`: `utils.pseudo --runs
 TEACHER --training-rows` (the fold-0 teacher's predictions of the rows fold 0's student trains on,
 made by a model trained on exactly those rows), then MiniLM with `--distil-csv` at --weight (the
-teacher's share of each target). `timing`: minutes each run's fold-0 model takes to predict the 567
-validation excerpts (CommonLit's test file holds 7: the validation rows stand in for a test set),
-on this machine's CPU threads, one after the other in the same command. Each run folder is saved
-at each validation and every --save-every steps: the same command again resumes it. Results land
-in bench/results/distil.json, one row per arm.
+teacher's share of each target). `--signal extra`: instead, the teacher's fold-matched
+pseudo-labels (`utils.pseudo --texts`) of 1,500 unlabelled excerpts (extra_texts: LLM Science Exam
+questions, two to a text, a prompt and its options as sentences) join fold 0's training rows
+(`--pseudo-csv`, weight 1); `--signal both`: the two together. `timing`: minutes each run's
+fold-0 model takes to predict the 567 validation excerpts (CommonLit's test file holds 7: the
+validation rows stand in for a test set), on this machine's CPU threads, one after the other in
+the same command. Each run folder is saved at each validation and every --save-every steps: the
+same command again resumes it. Results land in bench/results/distil.json, one row per arm.
 """
 
 import argparse
@@ -50,25 +57,71 @@ def save(row: dict) -> None:
     RESULTS.write_text(json.dumps(rows, indent=2))
 
 
+def extra_texts(path: Path, n: int, folder: str, seed: int = 0) -> Path:
+    """Unlabelled excerpts for CommonLit's teacher to label: the LLM Science Exam's questions, two
+    to a text, each a prompt and its five options as sentences (Wikipedia-style prose of about
+    CommonLit's length, 150 words; `folder`: its train.csv), `n` of them drawn at random with
+    `seed`; written to `path` (id, excerpt) once, reused after."""
+    import pandas as pd
+
+    from utils.files import write_csv
+
+    if path.is_file():
+        return path
+    q = pd.read_csv(Path(folder) / "train.csv").sample(frac=1.0, random_state=seed)
+    one = (q["prompt"].str.strip() + " " + q[list("ABCDE")].fillna("").apply(
+        lambda r: " ".join(s.strip().rstrip(".") + "." for s in r if s.strip()), axis=1)).tolist()
+    texts = [f"{a} {b}" for a, b in zip(one[0::2], one[1::2])][:n]
+    write_csv(path, pd.DataFrame({"id": [f"extra{i:05d}" for i in range(len(texts))], "excerpt": texts}))
+    return path
+
+
+def pseudo_signal(teacher: str, csv: Path, texts: Path, out: str) -> tuple[Path, float | None]:
+    """`utils.pseudo --runs TEACHER --texts TEXTS`: fold-matched pseudo-labels of the extra texts
+    (made once; the same command again reuses them); (its path, minutes this time or None)."""
+    from utils import pseudo
+
+    signal = Path(out + ".extra.csv")
+    if signal.is_file():
+        return signal, None
+    t0 = time.time()
+    if pseudo.main(["--runs", teacher, "--train-csv", str(csv), "--texts", str(texts), "--out", str(signal)]) != 0:
+        raise SystemExit(2)
+    minutes = (time.time() - t0) / 60
+    print(f"teacher's pseudo-labels of {texts.name}: {minutes:.1f} min", flush=True)
+    return signal, minutes
+
+
 def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, teacher: str = "",
-          weight: float = 0.5) -> dict:
+          weight: float = 0.5, signal: str = "training", extra: int = 1500, extra_data: str = "") -> dict:
     from common import command
     from quality import run_mode
 
     from utils.env import competition_dir
 
     csv = str(Path(competition_dir(data)) / "train.csv")
-    settings = {}
-    if arm == "student":
-        signal, _ = teacher_signal(teacher, Path(csv), out)
-        settings = dict(distil_csv=str(signal), distil_weight=weight)
+    settings, minutes = {}, {}
+    if arm == "student" and signal in ("training", "both"):
+        file, m = teacher_signal(teacher, Path(csv), out)
+        settings.update(distil_csv=str(file), distil_weight=weight)
+        minutes["signal_minutes"] = m
+    if arm == "student" and signal in ("extra", "both"):
+        if not extra_data:
+            raise SystemExit("--signal extra/both: --extra-data DIR, the LLM Science Exam folder (its train.csv)")
+        texts = extra_texts(Path(out).parent / f"extra-science-{extra}.csv", extra, extra_data)
+        file, m = pseudo_signal(teacher, Path(csv), texts, out)
+        settings.update(pseudo_csv=str(file))
+        minutes["extra_signal_minutes"] = m
     result_file = Path(out) / "bench_result.json"  # run_mode's own file, kept with the run
     Path(out).mkdir(parents=True, exist_ok=True)
     r = run_mode("attention", csv, epochs, model=MODELS[arm], result_file=result_file, out=out,
                  save_every=save_every, **settings)
     row = {"arm": arm, "run": out, "backbone": MODELS[arm] or "all-MiniLM-L6-v2", "epochs": epochs,
            "valid_rmse": round(r["valid_rmse"], 4), "minutes": round(r["minutes"], 1),
-           **({"teacher": teacher, "weight": weight} if arm == "student" else {}), "command": command()}
+           **({"teacher": teacher, "signal": signal} if arm == "student" else {}),
+           **({"weight": weight} if "distil_csv" in settings else {}),
+           **({"extra_texts": extra} if "pseudo_csv" in settings else {}),
+           **{k: round(v, 1) for k, v in minutes.items() if v is not None}, "command": command()}
     save(row)
     return row
 
@@ -158,6 +211,11 @@ def main() -> None:
     p.add_argument("--teacher", default="", help="student: the teacher run folder")
     p.add_argument("--weight", type=float, default=0.5, help="student: the teacher's share of each target")
     p.add_argument("--temperature", type=float, default=1.0, help="tweet-student: the teacher's temperature")
+    p.add_argument("--signal", choices=("training", "extra", "both"), default="training",
+                   help="student: the teacher's predictions of the training rows (--distil-csv), its fold-matched "
+                        "pseudo-labels of --extra unlabelled texts (--pseudo-csv), or both")
+    p.add_argument("--extra", type=int, default=1500, help="student: how many extra texts (see extra_texts)")
+    p.add_argument("--extra-data", default="", help="student: the LLM Science Exam folder the extra texts come from")
     p.add_argument("--runs", nargs="+", default=[], help="timing: the run folders")
     p.add_argument("--data", default=None, help="the CommonLit folder (default: the kit's lookup)")
     p.add_argument("--table", action="store_true")
@@ -171,7 +229,7 @@ def main() -> None:
     if a.arm == "tweet-student":
         print(tweet_student(a.out, a.teacher, a.weight, a.temperature, a.epochs, a.save_every, a.data))
         return
-    print(train(a.arm, a.out, a.epochs, a.save_every, a.data, a.teacher, a.weight))
+    print(train(a.arm, a.out, a.epochs, a.save_every, a.data, a.teacher, a.weight, a.signal, a.extra, a.extra_data))
 
 
 if __name__ == "__main__":

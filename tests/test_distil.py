@@ -303,3 +303,24 @@ def test_a_span_student_distils_its_teachers_character_scores(tmp_path, tiny_ber
     alone, nothing, student_scores = (predict_folds(tmp_path / r, texts, progress=False)[0]
                                       for r in ("alone", "nothing", "student"))
     assert np.allclose(alone, nothing, atol=1e-5) and not np.allclose(alone, student_scores, atol=1e-3)
+
+
+def test_classes_answered_top_k_get_pseudo_labels_and_a_student(tmp_path, tiny_bert):
+    """A classifier whose submission ranks its classes (MAP 2025's joined answers) is a classifier to
+    the teachers' signal: pseudo-labels of other texts and a student of the training rows, both made."""
+    from helpers import init, map_folder
+
+    data = map_folder(tmp_path / "map", n=48)
+    desc = init(data)
+    kw = dict(competition=desc, max_steps=2, max_len=16)
+    run_cv(cfg_for(data / "train.csv", tmp_path / "teacher", tiny_bert, **kw))
+    args = ["--runs", str(tmp_path / "teacher"), "--train-csv", str(data / "train.csv"), "--no-progress"]
+    assert pseudo.main([*args, "--texts", str(data / "test.csv"), "--out", str(tmp_path / "p.csv")]) == 0
+    assert pseudo.main([*args, "--training-rows", "--out", str(tmp_path / "t.csv")]) == 0
+    t = pd.read_csv(tmp_path / "t.csv", keep_default_na=False, na_values=[""])
+    probs = [c for c in t.columns if c.startswith("prob_") and c.endswith("_fold0") and "_std_" not in c]
+    assert "prob_False_Misconception:Incomplete_fold0" in probs
+    assert np.allclose(t[probs].dropna().sum(axis=1), 1, atol=1e-4)
+    m = run_cv(cfg_for(data / "train.csv", tmp_path / "student", tiny_bert, distil_csv=str(tmp_path / "t.csv"),
+                       pseudo_csv=str(tmp_path / "p.csv"), **kw))
+    assert np.isfinite(m["cv"]) and m["teachers"][0]["run"] == "teacher"

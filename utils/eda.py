@@ -560,12 +560,17 @@ def bar(scores: dict, metric_name: str) -> tuple[str, float]:
     return name, float(scores[name])
 
 
+def bar_and_others(scores: dict, metric_name: str) -> tuple[str, float, str]:
+    """(the bar's name, its score, the other baselines as "name 0.1234, ...")."""
+    scores = {k: v[0] if isinstance(v, tuple) else v for k, v in scores.items()}
+    name, best = bar(scores, metric_name)
+    return name, best, ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if k != name)
+
+
 def bar_line(scores: dict, metric_name: str) -> str:
     """One sentence naming the bar (the best baseline, whichever it is) beside the others' scores."""
     metric = get_metric(metric_name)
-    scores = {k: v[0] if isinstance(v, tuple) else v for k, v in scores.items()}
-    name, best = bar(scores, metric_name)
-    others = ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if k != name)
+    name, best, others = bar_and_others(scores, metric_name)
     better = "higher" if metric.greater_is_better else "lower"
     blind = ": ignoring the text beats every baseline that reads it" if name in CONSTANT.values() else ""
     return (f"The bar, the number every model must beat: {name}, CV {metric.title or metric.name} "

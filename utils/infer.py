@@ -73,23 +73,25 @@ def _tables(data_dir: Path, files: set, role: str, id_col: str, sample: str) -> 
     return main, df, tuple(joins), [w for w in why if w]
 
 
-def _targets(tr: pd.DataFrame, train: str, sample: str, sub: pd.DataFrame) -> tuple[tuple, tuple, list]:
-    """(target columns, class order or (), why): the sample submission's columns when the train
-    file has them; else the one train column whose labels are the sample's columns (a submission
-    of class probabilities, in the sample's order)."""
+def _targets(tr: pd.DataFrame, train: str, sample: str, sub: pd.DataFrame) -> tuple[tuple, tuple, list, tuple | None]:
+    """(target columns, class order or (), why, label_join's answer or None): the sample
+    submission's columns when the train file has them; else the one train column whose labels are
+    the sample's columns (a submission of class probabilities, in the sample's order); else a
+    label joined from training columns (label_join), or the column whose values the sample lists."""
     cols = tuple(map(str, sub.columns[1:]))
     if all(c in tr.columns for c in cols):
-        return cols, (), [f"target(s) {list(cols)}: the columns of {sample} besides its id"]
+        return cols, (), [f"target(s) {list(cols)}: the columns of {sample} besides its id"], None
     for c in tr.columns:
         values = set(tr[c].dropna().astype(str))
         if values and values <= set(cols) and len(values) >= 2:
             return (str(c),), cols, [f"target {c!r} with classes {list(cols)} in the order of {sample}'s columns "
-                                     f"(the submission holds one probability per class)"]
-    if len(cols) == 1 and label_join(tr, cols[0], sub[cols[0]]) is not None:
-        return cols, (), []  # a label joined from training columns (infer adds it and says why)
+                                     f"(the submission holds one probability per class)"], None
+    joined = label_join(tr, cols[0], sub[cols[0]]) if len(cols) == 1 else None
+    if joined is not None:
+        return cols, (), [], joined  # a label joined from training columns (infer adds it and says why)
     named = labels_column(tr, cols[0], sub[cols[0]]) if len(cols) == 1 else None
     if named is not None:
-        return (named,), (), [f"target {named!r}: the answers {sample}'s {cols[0]!r} writes are its values"]
+        return (named,), (), [f"target {named!r}: the answers {sample}'s {cols[0]!r} writes are its values"], None
     raise DataError(f"{train} lacks {[c for c in cols if c not in tr.columns]} that {sample} names, and no "
                     f"column of it holds those labels: describe this competition by hand")
 
@@ -479,9 +481,8 @@ def infer(data_dir) -> tuple[Competition, list]:
     why += w
     test, te, test_joins, w = _tables(data_dir, files, "test", id_col, sample)
     why += w
-    targets, classes, w = _targets(tr, train, sample, sub)
+    targets, classes, w, joined = _targets(tr, train, sample, sub)
     why += w
-    joined = label_join(tr, targets[0], sub[targets[0]]) if targets[0] not in tr.columns else None
     label = {}
     if joined is not None:  # the target is training columns joined: written as the sample writes it
         label = dict(label_template=joined[0], label_missing=joined[1])

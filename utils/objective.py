@@ -172,6 +172,12 @@ class Objective:
         """The truth a metric scores: class ids, or the target columns (no extra ones)."""
         return y[:, :n_targets]
 
+    def unlearnable(self, df: pd.DataFrame) -> tuple[np.ndarray | None, str, str]:
+        """(the rows nothing can be learnt from nor scored on, what is wrong with them, why), left
+        out of training and of the CV after the folds are made (utils.train.learnable_rows); (None,
+        "", "") when every row can be."""
+        return None, "", ""
+
     def trainable(self, y: np.ndarray) -> np.ndarray:
         """(N,) bool: the rows a model can learn from (all, but a multiple-choice row that no option
         answers: it is validated, scoring 0, never trained on)."""
@@ -621,6 +627,13 @@ class Spans(Objective):
                   f"{len(loose)} of {len(df)} rows (first: row {loose[0] + 2}); they train on their best "
                   "alignment (the same words, or the window of whole words most like them) and are scored "
                   "against the label as written", file=sys.stderr, flush=True)
+
+    def unlearnable(self, df):
+        """A blank text: no span to find, and Tweet's Jaccard divides by zero there (the real
+        train.csv has one)."""
+        blank = (df[self.span_col].astype(str).str.strip() == "").to_numpy()
+        return blank, f"column {self.span_col!r} is empty", ("a blank text has no span to find, and the metric "
+                                                            "divides by zero there")
 
     def num_outputs(self, target_cols, labels, num_labels: int = 0):
         return self.heads

@@ -840,19 +840,15 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
 
 
 def learnable_rows(comp: Competition, df: pd.DataFrame, folds: np.ndarray, name: str, say=print):
-    """(df, folds) without the rows nothing can be learnt from nor scored on: a span task's row
-    whose text is blank (no span to find; Tweet's Jaccard divides by zero there: the real train.csv
-    has one). Left out after the folds are made, so every other row keeps its fold; said in one
-    line naming the rows."""
-    if not comp.span_col:
+    """(df, folds) without the rows nothing can be learnt from nor scored on (the objective's
+    `unlearnable`: a span task's blank text). Left out after the folds are made, so every other row
+    keeps its fold; said in one line naming the rows."""
+    drop, what, why = objective_of(comp).unlearnable(df)
+    if drop is None or not drop.any():
         return df, folds
-    blank = (df[comp.span_col].astype(str).str.strip() == "").to_numpy()
-    if not blank.any():
-        return df, folds
-    say(f"warning: {name}: column {comp.span_col!r} is empty at {_rows(df, blank, comp.id_col)}: left out of "
-        "training and of the CV (a blank text has no span to find, and the metric divides by zero there); "
-        "every other row keeps its fold")
-    return df[~blank].reset_index(drop=True), folds[~blank]
+    say(f"warning: {name}: {what} at {_rows(df, drop, comp.id_col)}: left out of training and of the CV "
+        f"({why}); every other row keeps its fold")
+    return df[~drop].reset_index(drop=True), folds[~drop]
 
 
 def beside_the_bar(comp: Competition, df: pd.DataFrame, folds: np.ndarray, metrics: dict) -> str:
@@ -865,8 +861,7 @@ def beside_the_bar(comp: Competition, df: pd.DataFrame, folds: np.ndarray, metri
     if not scores:
         return ""
     metric = get_metric(comp.metric_name)
-    name, best = eda.bar(scores, comp.metric_name)
-    others = ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if k != name)
+    name, best, others = eda.bar_and_others(scores, comp.metric_name)
     clears = metrics["cv"] > best if metric.greater_is_better else metrics["cv"] < best
     return (f"cv {metrics['metric']} {metrics['cv']:.4f} beside the bar that reads no text (same folds): {name} "
             f"{best:.4f}" + (f"; {others}" if others else "") + ("" if clears else
