@@ -264,3 +264,36 @@ def test_a_span_competitions_offline_kernel_writes_the_samples_answers(slug, tmp
             assert answer and answer in texts[i]
         else:  # offsets inside its note
             check_spans(parse_location(answer), texts[i])
+
+
+def test_a_distilled_span_student_blends_and_travels_to_the_offline_kernel_like_any_run(tmp_path, tiny_bert):
+    """Tweet: a student of its teacher's character scores, blended with that teacher, bundled: the
+    kernel, offline, writes what utils.predict writes from the bundle, and the bundled student still
+    names its teacher by identity."""
+    from utils import pseudo, runs
+
+    slug = "tweet-sentiment-extraction"
+    data = tiny_data(slug, tmp_path / "d", 24)
+    comp = load_competition(slug)
+    teacher, student, signal = tmp_path / "teacher", tmp_path / "student", tmp_path / "teacher.csv"
+    kw = dict(competition=slug, max_steps=2, max_len=16)
+    run_cv(cfg_for(data / comp.train_file, teacher, tiny_bert, **kw))
+    assert pseudo.main(["--runs", str(teacher), "--train-csv", str(data / comp.train_file), "--training-rows",
+                        "--out", str(signal), "--no-progress"]) == 0
+    run_cv(cfg_for(data / comp.train_file, student, tiny_bert, distil_csv=str(signal), pooling="tokens", **kw))
+    blend = tmp_path / "blend.json"
+    assert ensemble.main(["--runs", str(teacher), str(student), "--out", str(blend), "--equal"]) == 0
+    out = build(BundleSpec([teacher, student], OWNER, tmp_path / "bundle", blend=blend,
+                           notebooks=[submission_notebook(tmp_path)], wheels=None))
+    kernel = Path(out["kernels"][0]["path"])
+    meta = json.loads((kernel / "kernel-metadata.json").read_text())
+    inp = tmp_path / "input"
+    input_tree(inp, "new", out, data / comp.test_file, [data / comp.sample_submission])
+    work = run_offline(kernel / meta["code_file"], inp, tmp_path)
+    got = pd.read_csv(work / "submission.csv", dtype=str, keep_default_na=False)
+    models = Path(out["models"]["path"])
+    predict.submit([models / r for r in out["models"]["runs"]], data / comp.test_file, tmp_path / "want.csv",
+                   blend_json=models / "blend.json", progress=False)
+    assert got.equals(pd.read_csv(tmp_path / "want.csv", dtype=str, keep_default_na=False))
+    bundled = models / out["models"]["runs"][1]
+    assert runs.read_metrics(bundled)["teachers"] == [{"run": "teacher", "identity": runs.identity(teacher)}]
