@@ -131,7 +131,10 @@ if backbone:
 # %%
 texts = Path(texts_csv) if texts_csv else data / comp.test_file
 pseudo_csv = out / "pseudo.csv"
-if teachers:
+other_texts = "texts" in comp.objective.signals  # a row's options are not labelled on other texts (yet)
+if teachers and not other_texts:
+    print(f"{comp.slug}: no pseudo-labels of other texts for its task ({comp.task}); `distil` still works")
+if teachers and other_texts:
     argv = ["--runs", *[str(root / t) for t in teachers], "--texts", str(texts),
             "--train-csv", str(data / comp.train_file), "--out", str(pseudo_csv)]
     argv += ["--blend", str(root / blend_json)] if blend_json else []
@@ -145,7 +148,7 @@ if teachers:
 # teachers' fold-k models disagree by more (the models that never saw fold k's labels decide).
 
 # %%
-if teachers:
+if teachers and other_texts and comp.objective.outputs.signal_numbers:  # (a span task's: character scores)
     labels = pd.read_csv(pseudo_csv, dtype={"id": str})
     info = json.loads(pseudo_csv.with_suffix(".json").read_text())
     first = info["outputs"][0]  # the first target, or the first class's probability
@@ -179,7 +182,7 @@ if teachers and distil:
 
 # %%
 print("notebook 2 parameters for a student:")
-if teachers:
+if teachers and other_texts:
     print(f"    pseudo_csv = {str(pseudo_csv)!r}")
     print("    pseudo_epochs = 1  # pseudo rows alone first (1st place); or mixed: pseudo_weight = 0.5")
 if teachers and distil:

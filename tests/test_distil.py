@@ -324,3 +324,35 @@ def test_classes_answered_top_k_get_pseudo_labels_and_a_student(tmp_path, tiny_b
     m = run_cv(cfg_for(data / "train.csv", tmp_path / "student", tiny_bert, distil_csv=str(tmp_path / "t.csv"),
                        pseudo_csv=str(tmp_path / "p.csv"), **kw))
     assert np.isfinite(m["cv"]) and m["teachers"][0]["run"] == "teacher"
+
+
+def test_a_span_student_learns_from_unlabelled_texts_character_scores(tmp_path, tiny_bert):
+    """Tweets without a label: fold k's teacher's character scores of them (utils.pseudo --texts) are
+    the student's whole target there (--pseudo-csv), beside its labelled rows; --max-std refused."""
+    from helpers import tiny_data, tweet_table
+
+    from utils.spans import cell_scores
+
+    slug = "tweet-sentiment-extraction"
+    data = tiny_data(slug, tmp_path / "d", 24)
+    kw = dict(competition=slug, max_steps=2, max_len=24)
+    run_cv(cfg_for(data / "train.csv", tmp_path / "teacher", tiny_bert, **kw))
+    extra = tweet_table(12, seed=5).drop(columns="selected_text")
+    extra["textID"] = [f"x{i}" for i in range(len(extra))]
+    write_csv(extra, tmp_path / "extra.csv")
+    args = ["--runs", str(tmp_path / "teacher"), "--train-csv", str(data / "train.csv"), "--texts",
+            str(tmp_path / "extra.csv"), "--no-progress"]
+    assert pseudo.main([*args, "--out", str(tmp_path / "p.csv")]) == 0
+    p = pd.read_csv(tmp_path / "p.csv", dtype=str, keep_default_na=False)
+    for i, text in enumerate(p["text"]):
+        assert all(len(cell_scores(p.loc[i, f"{h}_fold{k}"])) == len(text) for h in ("start", "end") for k in (0, 1))
+    assert pseudo.main([*args, "--runs", str(tmp_path / "teacher"), "--max-std", "0.1", "--out",
+                        str(tmp_path / "q.csv")]) == 2
+    m = run_cv(cfg_for(data / "train.csv", tmp_path / "student", tiny_bert, pseudo_csv=str(tmp_path / "p.csv"), **kw))
+    run_cv(cfg_for(data / "train.csv", tmp_path / "alone", tiny_bert, **kw))
+    from utils.competition import load_competition
+    from utils.predict import predict_folds
+
+    texts = load_competition(slug).input_texts(extra)
+    student, alone = (predict_folds(tmp_path / r, texts, progress=False)[0] for r in ("student", "alone"))
+    assert np.isfinite(m["cv"]) and not np.allclose(student, alone, atol=1e-4)

@@ -67,6 +67,17 @@ def run_kernel(t: dict, tmp: Path) -> pd.DataFrame:
     same_submission(kernel_sub, t["submission"], comp, tol=2e-3)  # fp16 copies of the fp32 runs
 
 
+def kernel_submission(out: dict, data: Path, comp, tmp: Path, files=()) -> pd.DataFrame:
+    """The bundle `out`'s submission kernel run offline on a laid-out /kaggle/input (the test file,
+    the sample and `files` beside it): its submission.csv, read as text."""
+    kernel = Path(out["kernels"][0]["path"])
+    meta = json.loads((kernel / "kernel-metadata.json").read_text())
+    inp = tmp / "input"
+    input_tree(inp, "new", out, data / comp.test_file, [data / comp.sample_submission, *files])
+    work = run_offline(kernel / meta["code_file"], inp, tmp)
+    return pd.read_csv(work / "submission.csv", dtype=str, keep_default_na=False)
+
+
 def same_submission(kernel: pd.DataFrame, local: pd.DataFrame, comp, tol: float = 1e-4) -> None:
     assert list(kernel.columns) == list(local.columns)
     assert kernel[comp.id_col].tolist() == local[comp.id_col].tolist()
@@ -141,12 +152,7 @@ def test_joined_answers_from_init_to_the_offline_kernel(tmp_path, tiny_bert):
     run_cv(cfg_for(data / comp.train_file, run, tiny_bert, competition=desc, max_steps=2, max_len=32, pooling="mean"))
     out = build(BundleSpec([run], OWNER, tmp_path / "bundle", notebooks=[submission_notebook(tmp_path)],
                            wheels=None))
-    kernel = Path(out["kernels"][0]["path"])
-    meta = json.loads((kernel / "kernel-metadata.json").read_text())
-    inp = tmp_path / "input"
-    input_tree(inp, "new", out, data / comp.test_file, [data / comp.sample_submission])
-    work = run_offline(kernel / meta["code_file"], inp, tmp_path)
-    got = pd.read_csv(work / "submission.csv", dtype=str, keep_default_na=False)
+    got = kernel_submission(out, data, comp, tmp_path)
     models = Path(out["models"]["path"])
     want = predict.submit([models / r for r in out["models"]["runs"]], data / comp.test_file, tmp_path / "want.csv",
                           progress=False).astype(str)
@@ -241,13 +247,7 @@ def test_a_span_competitions_offline_kernel_writes_the_samples_answers(slug, tmp
     run_cv(cfg_for(data / comp.train_file, run, tiny_bert, competition=slug, max_steps=2, max_len=16))
     out = build(BundleSpec([run], OWNER, tmp_path / "bundle", notebooks=[submission_notebook(tmp_path)],
                            wheels=None))
-    kernel = Path(out["kernels"][0]["path"])
-    meta = json.loads((kernel / "kernel-metadata.json").read_text())
-    inp = tmp_path / "input"
-    joined = [data / f for f, *_ in comp.test_joins]
-    input_tree(inp, "new", out, data / comp.test_file, [data / comp.sample_submission, *joined])
-    work = run_offline(kernel / meta["code_file"], inp, tmp_path)
-    got = pd.read_csv(work / "submission.csv", dtype=str, keep_default_na=False)
+    got = kernel_submission(out, data, comp, tmp_path, [data / f for f, *_ in comp.test_joins])
     models = Path(out["models"]["path"])
     want = predict.submit([models / r for r in out["models"]["runs"]], data / comp.test_file, tmp_path / "want.csv",
                           progress=False)
@@ -285,12 +285,7 @@ def test_a_distilled_span_student_blends_and_travels_to_the_offline_kernel_like_
     assert ensemble.main(["--runs", str(teacher), str(student), "--out", str(blend), "--equal"]) == 0
     out = build(BundleSpec([teacher, student], OWNER, tmp_path / "bundle", blend=blend,
                            notebooks=[submission_notebook(tmp_path)], wheels=None))
-    kernel = Path(out["kernels"][0]["path"])
-    meta = json.loads((kernel / "kernel-metadata.json").read_text())
-    inp = tmp_path / "input"
-    input_tree(inp, "new", out, data / comp.test_file, [data / comp.sample_submission])
-    work = run_offline(kernel / meta["code_file"], inp, tmp_path)
-    got = pd.read_csv(work / "submission.csv", dtype=str, keep_default_na=False)
+    got = kernel_submission(out, data, comp, tmp_path)
     models = Path(out["models"]["path"])
     predict.submit([models / r for r in out["models"]["runs"]], data / comp.test_file, tmp_path / "want.csv",
                    blend_json=models / "blend.json", progress=False)

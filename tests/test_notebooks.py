@@ -170,6 +170,32 @@ def test_pseudo_notebook_then_a_student_trained_on_its_labels(tmp_path, tiny_ber
     assert m["n_oof"] == len(pd.read_csv(data / "train.csv")) and m["teachers"][0]["run"] == "teacher"
 
 
+def test_pseudo_notebook_on_a_span_competition_writes_character_scores(tmp_path, tiny_bert):
+    """Notebook 5 on Tweet: the teachers' character scores of other tweets (pseudo.csv) and of the
+    training rows (teacher.csv), no number summary for them, and notebook 2's parameters for both."""
+    from helpers import tiny_data
+
+    from utils.spans import cell_scores
+    from utils.train import run_cv
+
+    slug = "tweet-sentiment-extraction"
+    data, runs = tiny_data(slug, tmp_path / "data", 24), tmp_path / "runs"
+    run_cv(cfg_for(data / "train.csv", runs / "teacher", tiny_bert, competition=slug, max_steps=2, max_len=16))
+    executed = papermill("05_pseudo", tmp_path, {
+        "pretrain_model": "", "teachers": ["teacher"], "blend_json": "", "data_dir": str(data),
+        "runs_dir": str(runs), "backbones_dir": str(tmp_path / "backbones"), "distil": True,
+    })
+    text = "".join(o.get("text", "") for c in nbformat.read(executed, as_version=4).cells
+                   for o in c.get("outputs", []))
+    for name in ("pseudo", "distil"):  # notebook 2's parameters for a student of both files
+        assert f"{name}_csv = {str(runs / ('pseudo.csv' if name == 'pseudo' else 'teacher.csv'))!r}" in text
+    test = pd.read_csv(data / "test.csv", dtype=str, keep_default_na=False)
+    labels = pd.read_csv(runs / "pseudo.csv", dtype=str, keep_default_na=False).set_index("textID")
+    for i, tweet in zip(test["textID"], test["text"]):
+        assert len(cell_scores(labels.loc[i, "start_fold0"])) == len(tweet)
+    assert json.loads((runs / "teacher.json").read_text())["rows"] == "training"
+
+
 def test_pseudo_notebook_with_a_lora_teacher_then_a_lora_student(tmp_path, tiny_decoders):
     """Notebook 5 pseudo-labels with a decoder + LoRA teacher whose base model moved since it was
     trained (given as base_model); notebook 2 trains a LoRA student on those labels with the LoRA

@@ -1004,17 +1004,20 @@ def test_no_pooling_hands_every_token_state_to_the_head():
     assert NO_POOLING not in POOLING_MODES and pool.output_dim == 8 and torch.equal(pool(h, torch.ones(2, 5)), h)
 
 
-def test_pseudo_labels_for_spans_are_refused_in_one_line(tmp_path):
+def test_pseudo_labels_of_spans_are_character_scores_and_a_catalogue_is_refused_in_one_line(tmp_path):
     from utils.competition import BUILTIN
     from utils.config import TrainConfig, check_settings
     from utils.data import DataError
     from utils.pseudo import check_not_ranking
 
-    with pytest.raises(DataError, match="answers parts of its texts .*not yet for rankings or spans"):
-        check_not_ranking(BUILTIN[TWEET])
+    check_not_ranking(BUILTIN[TWEET])  # other texts' character scores are made (tests/test_distil.py trains on them)
     cfg = TrainConfig(train_csv="t.csv", out="o", model="m", pseudo_csv="p.csv")
-    with pytest.raises(ValueError, match="--pseudo-csv: nbme-score-clinical-patient-notes answers parts of its texts"):
-        check_settings(cfg, BUILTIN[NBME])
+    check_settings(cfg, BUILTIN[NBME])
+    eedi = "eedi-mining-misconceptions-in-mathematics"
+    with pytest.raises(DataError, match="answers a ranking of a catalogue .*not yet for rankings"):
+        check_not_ranking(BUILTIN[eedi])
+    with pytest.raises(ValueError, match=f"--pseudo-csv: {eedi} answers a ranking of a catalogue"):
+        check_settings(cfg, BUILTIN[eedi])
 
 
 def test_review_defects_of_the_span_rows(tmp_path):

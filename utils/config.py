@@ -245,7 +245,7 @@ def check_settings(cfg: TrainConfig, comp: Competition) -> None:
     obj = objective_of(comp)
     if cfg.pseudo_csv and "texts" not in obj.signals:
         raise ValueError(f"--pseudo-csv: {comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]}; pseudo-labels of other "
-                         "texts are made for values, classes and labels only")
+                         "texts are made for values, classes, labels and spans only")
     if cfg.distil_csv and "training" not in obj.signals:
         raise ValueError(f"--distil-csv: {comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]}; a teacher's predictions are "
                          "mixed into values, classes, labels, a row's options and spans only")

@@ -127,6 +127,11 @@ class Objective:
     # texts: pseudo-labels, utils.train --pseudo-csv), "training" (the training rows: --distil-csv).
     signals: ClassVar[tuple] = ()
 
+    def taught(self, texts: pd.DataFrame, teacher: np.ndarray) -> np.ndarray:
+        """The targets of pseudo-labelled texts (no label) from their teacher's outputs: the
+        outputs themselves (values; class or label probabilities, soft labels)."""
+        return teacher
+
     def distilled(self, y: np.ndarray, teacher: np.ndarray, weight: float, temperature: float) -> np.ndarray:
         """Training targets (n, outputs) mixing the labels y with a teacher's outputs (n, outputs):
         (1 - weight) x the label + weight x the teacher's prediction (values) or its probabilities
@@ -641,7 +646,15 @@ class Spans(Objective):
     def output_names(self, target_cols, labels):
         return ("start", "end") if self.heads == 2 else ("span",)
 
-    signals: ClassVar[tuple] = ("training",)  # a teacher's character scores of the training rows
+    signals: ClassVar[tuple] = ("texts", "training")  # a teacher's character scores
+
+    def taught(self, texts, teacher):
+        """Each text with no answer (None) and its teacher's character scores at full weight: the
+        student's token targets are the teacher's alone (utils.spans.teacher_token_targets)."""
+        out = np.empty(len(teacher), dtype=object)
+        for i, (text, chars) in enumerate(zip(texts[self.span_col].astype(str), teacher)):
+            out[i] = (text, None, chars, 1.0, 1.0)
+        return out
 
     def distilled(self, y, teacher, weight, temperature):
         """Each row's (span text, answer) with its teacher's character scores (len_text, heads), the

@@ -90,17 +90,16 @@ def check_max_std(runs, max_std) -> None:
 
 
 def check_not_ranking(comp, training_rows: bool = False) -> None:
-    """Pseudo-labels of other texts are values, class or label probabilities; a student's signal of
-    the training rows also a row's option probabilities and a span task's character scores
-    (utils.objective's `signals`); a catalogue's ranking has none yet. Refused in one line before
-    any model loads."""
+    """Pseudo-labels are values, class or label probabilities, or a span task's character scores; a
+    student's signal of the training rows also a row's option probabilities (utils.objective's
+    `signals`); a catalogue's ranking has none yet. Refused in one line before any model loads."""
     obj = comp.objective
     if training_rows and "training" not in obj.signals:
         raise DataError(f"{comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]} ({comp.task}): a teacher's predictions of "
                         "the training rows are made for values, classes, labels, a row's options and spans only")
     if not training_rows and "texts" not in obj.signals:
         raise DataError(f"{comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]} ({comp.task}): pseudo-labels of other "
-                        "texts are made for values, classes and labels only, not yet for rankings or spans")
+                        "texts are made for values, classes, labels and spans only, not yet for rankings")
 
 
 def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, fold_weights: dict | None = None,
@@ -240,6 +239,9 @@ def main(argv=None) -> int:
                   "fold, honest only if they were not fitted on these runs' out-of-fold rows",
                   file=sys.stderr)
         check_max_std(args.runs, args.max_std)
+        if args.max_std is not None and not comp.objective.outputs.signal_numbers:
+            raise DataError("--max-std filters on the spread of numbers: a span task's teachers write character "
+                            "scores, with no spread")
         if args.training_rows == bool(args.texts):
             raise DataError("give --texts (texts to pseudo-label) or --training-rows (the training file's own "
                             "rows, a student's distillation targets), one of the two")

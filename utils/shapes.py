@@ -356,7 +356,7 @@ class SpanDataset(torch.utils.data.Dataset):
             mask = np.array([x == side for x in seq], dtype=bool)
             if targets is not None:
                 text, answer, *teacher = targets[i]  # a student's: + its teacher's character scores, weight, T
-                found = objective.spans_of(text, answer, f"row {i + 1}")
+                found = () if answer is None else objective.spans_of(text, answer, f"row {i + 1}")  # None: unlabelled
                 labels = spans.token_targets(offsets, found, text, mask)
             keep = np.arange(len(ids))
             windows = [keep]
@@ -459,10 +459,14 @@ class SpanCollator(Collator):
             mask[row, : len(x["span_mask"])] = torch.as_tensor(x["span_mask"])
         batch["span_mask"] = mask
         if "target" in items[0]:
-            if self.heads == 2 and np.ndim(items[0]["target"]) == 2:  # a student's: (2, tokens) distributions
-                target = torch.zeros((len(items), 2, width))
+            if self.heads == 2 and any(np.ndim(x["target"]) == 2 for x in items):  # a student's: distributions
+                target = torch.zeros((len(items), 2, width))  # (2, tokens) each; a labelled row's one-hot
                 for row, x in enumerate(items):
-                    target[row, :, : x["target"].shape[1]] = torch.as_tensor(x["target"])
+                    t = np.asarray(x["target"])
+                    if t.ndim == 1:
+                        target[row, [0, 1], t] = 1.0
+                    else:
+                        target[row, :, : t.shape[1]] = torch.as_tensor(t)
                 batch["target"] = target
             elif self.heads == 2:
                 batch["target"] = torch.as_tensor(np.stack([x["target"] for x in items]), dtype=torch.long)

@@ -290,7 +290,8 @@ def pseudo_rows(comp: Competition, pseudo, fold: int, labels=None):
     df, per_fold = pseudo
     cols = [f"{o}_fold{fold}" if per_fold else o for o in pseudo_outputs(comp, labels)]
     df = df[df[cols].notna().all(axis=1)]  # left out of this fold by utils.pseudo --max-std
-    return comp.input_texts(df), df[cols].to_numpy(dtype=np.float32)
+    obj = objective_of(comp)
+    return comp.input_texts(df), obj.taught(df, obj.outputs.signal_values(df[cols]))
 
 
 @dataclass
@@ -772,29 +773,7 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
     if accelerator.is_main_process:
         runs.write_folds(out, df[comp.id_col], folds)
     todo = cfg.only_folds or tuple(range(cfg.folds))
-    pseudo = None
-    if cfg.pseudo_csv:
-        fingerprint = folds_fingerprint(df[comp.id_col], folds)
-        outputs = pseudo_outputs(comp, class_labels(cfg, comp, df))
-        pseudo = read_pseudo(cfg.pseudo_csv, comp.text_cols, fingerprint, todo, outputs, comp.id_col)
-        if not pseudo[1]:
-            accelerator.print(f"warning: {Path(cfg.pseudo_csv).name} has only '{outputs[0]}', no "
-                              f"{outputs[0]}_fold{{k}}: "
-                              "each fold trains on labels from models that saw its validation rows, "
-                              "so the CV is optimistic")
-        accelerator.print(f"{len(pseudo[0])} pseudo-labelled rows join every fold's training side "
-                          + (f"({cfg.pseudo_epochs} epoch(s) alone first)" if cfg.pseudo_epochs
-                             else f"(mixed, weight {cfg.pseudo_weight:g})"))
-    if cfg.distil_csv:  # fold k's teachers' predictions of the rows, as columns fold_data reads
-        labels, outputs = class_labels(cfg, comp, df), objective_of(comp).outputs
-        teacher = read_teacher(cfg.distil_csv, df[comp.id_col], folds, folds_fingerprint(df[comp.id_col], folds),
-                               todo, pseudo_outputs(comp, labels), comp.id_col, comp.text_cols,
-                               None if outputs.signal_numbers else outputs.read_signal)
-        df = pd.concat([df, teacher.add_prefix(TEACHER)], axis=1)
-        softened = labels or not outputs.signal_numbers  # probabilities, or a span task's character scores
-        accelerator.print(f"{Path(cfg.distil_csv).name}: each fold's training targets mix the labels with its own "
-                          f"teachers' predictions (weight {cfg.distil_weight:g}"
-                          + (f", temperature {cfg.distil_temperature:g}" if softened else "") + ")")
+    df, pseudo = teachers_signals(cfg, comp, df, folds, todo, accelerator.print)
     df, folds = learnable_rows(comp, df, folds, Path(cfg.train_csv).name, accelerator.print)
     metrics = {}
     memory = {"accelerator": accelerator, "size": cfg.batch_size, "precision": precision}  # the micro-batch that fits
@@ -837,6 +816,38 @@ def run_cv(cfg: TrainConfig, comp: Competition | None = None, on_validation=None
     if cfg.log_with:
         accelerator.end_training()
     return metrics
+
+
+def teachers_signals(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.ndarray, todo,
+                     say=print) -> tuple[pd.DataFrame, tuple | None]:
+    """(the training rows, with a --distil-csv's fold-k teacher columns joined on (TEACHER prefix);
+    a --pseudo-csv's rows and whether they have fold columns, or None), each file checked against
+    these folds and said in one line (utils.data.read_pseudo, read_teacher)."""
+    if not (cfg.pseudo_csv or cfg.distil_csv):
+        return df, None
+    cells = objective_of(comp).outputs
+    read_cells = None if cells.signal_numbers else cells.read_signal  # a span task's character scores
+    labels = class_labels(cfg, comp, df)
+    outputs = pseudo_outputs(comp, labels)
+    fingerprint = folds_fingerprint(df[comp.id_col], folds)
+    pseudo = None
+    if cfg.pseudo_csv:
+        pseudo = read_pseudo(cfg.pseudo_csv, comp.text_cols, fingerprint, todo, outputs, comp.id_col, read_cells)
+        if not pseudo[1]:
+            say(f"warning: {Path(cfg.pseudo_csv).name} has only '{outputs[0]}', no {outputs[0]}_fold{{k}}: each "
+                "fold trains on labels from models that saw its validation rows, so the CV is optimistic")
+        say(f"{len(pseudo[0])} pseudo-labelled rows join every fold's training side "
+            + (f"({cfg.pseudo_epochs} epoch(s) alone first)" if cfg.pseudo_epochs
+               else f"(mixed, weight {cfg.pseudo_weight:g})"))
+    if cfg.distil_csv:  # fold k's teachers' predictions of the rows, as columns fold_data reads
+        teacher = read_teacher(cfg.distil_csv, df[comp.id_col], folds, fingerprint, todo, outputs, comp.id_col,
+                               comp.text_cols, read_cells)
+        df = pd.concat([df, teacher.add_prefix(TEACHER)], axis=1)
+        softened = labels or read_cells  # probabilities, or a span task's character scores
+        say(f"{Path(cfg.distil_csv).name}: each fold's training targets mix the labels with its own teachers' "
+            f"predictions (weight {cfg.distil_weight:g}"
+            + (f", temperature {cfg.distil_temperature:g}" if softened else "") + ")")
+    return df, pseudo
 
 
 def learnable_rows(comp: Competition, df: pd.DataFrame, folds: np.ndarray, name: str, say=print):
