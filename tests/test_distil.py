@@ -294,6 +294,11 @@ def test_a_span_student_distils_its_teachers_character_scores(tmp_path, tiny_ber
             got = cell_scores(t.loc[i, f"{h}_fold1"])
             assert len(got) == len(span_texts[i]) and np.allclose(got, scores[i, : len(got), j], atol=6e-4)
     model = request.getfixturevalue(student)
+    bad = tmp_path / "bad.csv"  # a cell that is not a text's character scores: one line, before training
+    t.assign(**{f"{heads[0]}_fold1": t[f"{heads[0]}_fold1"].where(t.index != rows[0], "0.5")}).to_csv(bad, index=False)
+    pseudo_info_path(bad).write_text(pseudo_info_path(out).read_text())
+    with pytest.raises(DataError, match=f"bad.csv: column '{heads[0]}_fold1', row {rows[0] + 2}: .*character scores"):
+        run_cv(cfg_for(data / "train.csv", tmp_path / "x", model, competition=slug, max_steps=1, distil_csv=str(bad)))
     m = run_cv(cfg_for(data / "train.csv", tmp_path / "student", model, competition=slug,
                        max_steps=2, max_len=24, distil_csv=str(out), distil_weight=0.5, distil_temperature=2.0))
     assert np.isfinite(m["cv"]) and m["teachers"][0]["run"] == "teacher"
