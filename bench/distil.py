@@ -12,14 +12,16 @@ teacher, beside MiniLM alone, each with bench/quality.py's recipe (batch 16, max
     python bench/distil.py timing  --runs runs/cl-mpnet-e1 runs/cl-student-e1
     python bench/distil.py --table
     python bench/distil.py tweet-student --epochs 1 --teacher runs/tweet-mpnet-e1 --out runs/tweet-student-e1
+    python bench/distil.py tweet-alone --epochs 1 --seed 1 --out runs/tweet-minilm-s1
+    python bench/distil.py tweet-student --epochs 1 --seed 1 --teacher runs/tweet-mpnet-e1 --out runs/tweet-student-s1
 
 `tweet-student`: Tweet Sentiment Extraction, fold 0, bench/spans.py's tweet-kit recipe on
 all-MiniLM-L6-v2 with `--distil-csv`: the teacher's (`python bench/spans.py tweet-kit --data DIR
 --model all-mpnet-base-v2 --epochs 1 --out runs/tweet-mpnet-e1 --save-every 50`) character scores
 of the rows fold 0's student trains on, mixed into its start and end targets at --weight and
 --temperature; MiniLM alone is `python bench/spans.py tweet-kit --data DIR --epochs 1 --out
-runs/tweet-minilm-e1`. Its row keeps spans.py's timings: the 3,534 test tweets and the 4,399
-validation tweets.
+runs/tweet-minilm-e1` (`tweet-alone` here, at another --seed). Its row keeps spans.py's timings: the
+3,534 test tweets and the 4,399 validation tweets.
 
 `teacher` and `alone`: fold 0 of the backbone (mpnet, MiniLM). `student`: `utils.pseudo --runs
 TEACHER --training-rows` (the fold-0 teacher's predictions of the rows fold 0's student trains on,
@@ -142,24 +144,27 @@ def teacher_signal(teacher: str, csv: Path, out: str) -> tuple[Path, float | Non
     return signal, minutes
 
 
-def tweet_student(out: str, teacher: str, weight: float, temperature: float, epochs: int, save_every: int,
-                  data: str | None) -> dict:
-    """Tweet Sentiment Extraction, fold 0: an all-MiniLM-L6-v2 span student of TEACHER's character
-    scores (bench/spans.py's recipe and timings: its tweet-kit arm with --distil-csv)."""
+def tweet_arm(arm: str, out: str, teacher: str, weight: float, temperature: float, epochs: int, save_every: int,
+              data: str | None, seed: int = 42) -> dict:
+    """Tweet Sentiment Extraction, fold 0, all-MiniLM-L6-v2 on bench/spans.py's recipe and timings
+    (its tweet-kit arm): `tweet-student` with TEACHER's character scores (--distil-csv),
+    `tweet-alone` without; `seed` the training seed (42: spans.py's own)."""
     from common import command
     from spans import TWEET, kit, minilm
 
     from utils.env import competition_dir
 
     folder = Path(data or competition_dir(None, TWEET))
-    signal, minutes = teacher_signal(teacher, folder / "train.csv", out)
-    r = kit(TWEET, folder, minilm(), out, epochs, save_every, distil_csv=str(signal), distil_weight=weight,
-            distil_temperature=temperature)
-    row = {"arm": "tweet-student", "run": out, "backbone": "all-MiniLM-L6-v2", "epochs": epochs,
+    settings, minutes = {"seed": seed}, None
+    if arm == "tweet-student":
+        signal, minutes = teacher_signal(teacher, folder / "train.csv", out)
+        settings.update(distil_csv=str(signal), distil_weight=weight, distil_temperature=temperature)
+    r = kit(TWEET, folder, minilm(), out, epochs, save_every, **settings)
+    row = {"arm": arm, "run": out, "seed": seed, "backbone": "all-MiniLM-L6-v2", "epochs": epochs,
            "jaccard": round(r["jaccard"], 4), "per_sentiment": {k: round(v, 3) for k, v in r["per_sentiment"].items()},
            "minutes": round(r["fold_minutes"], 1), "predict_minutes": round(r["predict_minutes"], 2),
            "test_rows": r["test_rows"], "valid_predict_minutes": round(r["valid_predict_minutes"], 2),
-           "teacher": teacher, "weight": weight, "temperature": temperature,
+           **({"teacher": teacher, "weight": weight, "temperature": temperature} if arm == "tweet-student" else {}),
            **({"signal_minutes": round(minutes, 1)} if minutes is not None else {}), "command": command()}
     save(row)
     return row
@@ -204,13 +209,15 @@ def table() -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("arm", nargs="?", choices=("teacher", "alone", "student", "timing", "tweet-student"))
+    p.add_argument("arm", nargs="?", choices=("teacher", "alone", "student", "timing", "tweet-student",
+                                              "tweet-alone"))
     p.add_argument("--out", help="the run folder (the same command again resumes it)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--save-every", type=int, default=20)
     p.add_argument("--teacher", default="", help="student: the teacher run folder")
     p.add_argument("--weight", type=float, default=0.5, help="student: the teacher's share of each target")
     p.add_argument("--temperature", type=float, default=1.0, help="tweet-student: the teacher's temperature")
+    p.add_argument("--seed", type=int, default=42, help="tweet-*: the training seed")
     p.add_argument("--signal", choices=("training", "extra", "both"), default="training",
                    help="student: the teacher's predictions of the training rows (--distil-csv), its fold-matched "
                         "pseudo-labels of --extra unlabelled texts (--pseudo-csv), or both")
@@ -226,8 +233,8 @@ def main() -> None:
     if a.arm == "timing":
         timing(a.runs, a.data)
         return
-    if a.arm == "tweet-student":
-        print(tweet_student(a.out, a.teacher, a.weight, a.temperature, a.epochs, a.save_every, a.data))
+    if a.arm in ("tweet-student", "tweet-alone"):
+        print(tweet_arm(a.arm, a.out, a.teacher, a.weight, a.temperature, a.epochs, a.save_every, a.data, a.seed))
         return
     print(train(a.arm, a.out, a.epochs, a.save_every, a.data, a.teacher, a.weight, a.signal, a.extra, a.extra_data))
 
