@@ -4,12 +4,12 @@ import sys
 from pathlib import Path
 
 # Flags whose value is a path of the machine that ran the command: recorded by what they name.
-MACHINE_PATHS = {"--data": "DIR", "--train-csv": "CSV"}
+MACHINE_PATHS = {"--data": "DIR", "--extra-data": "DIR", "--train-csv": "CSV"}
 
 
 def command() -> str:
     """The running bench script's command line, as `python bench/<script> ...`, with the data folder
-    recorded as DIR and a --train-csv file as CSV (paths of the machine that ran it)."""
+    recorded as DIR (--data, --extra-data) and a --train-csv file as CSV (paths of the machine that ran it)."""
     args = []
     for i, a in enumerate(sys.argv[1:], 1):
         flag, eq, _ = a.partition("=")

@@ -30,6 +30,8 @@ def load_script(name: str, monkeypatch):
      "python bench/patent.py kit --data=DIR --train-csv=CSV"),
     (["bench/backbones.py", "commonlit", "--model", "all-mpnet-base-v2"],
      "python bench/backbones.py commonlit --model all-mpnet-base-v2"),
+    (["bench/distil.py", "student", "--signal", "extra", "--extra-data", "/data/science"],
+     "python bench/distil.py student --signal extra --extra-data DIR"),
 ])
 def test_the_recorded_command_names_the_running_script_and_no_machine_path(monkeypatch, argv, expected):
     common = load_script("common", monkeypatch)
@@ -96,3 +98,11 @@ def test_a_re_run_competition_run_or_average_replaces_its_figures_where_they_sto
         competitions.main()
     averages = [r for r in json.loads(path.read_text())["kit"] if "members" in r]
     assert [(r["members"][1], r["f1"]) for r in averages] == [("runs/t-mean-2", 0.75), ("runs/t-att-e4", 0.8)]
+
+
+def test_no_stored_command_holds_a_path_of_the_machine_that_ran_it():
+    import re
+
+    for f in sorted((ROOT / "bench" / "results").glob("*.json")):
+        for cmd in re.findall(r'"command": "([^"]*)"', f.read_text()):
+            assert not re.search(r"(^|[\s=])/", cmd), f"{f.name}: {cmd}"
