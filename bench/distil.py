@@ -9,6 +9,8 @@ teacher, beside MiniLM alone, each with bench/quality.py's recipe (batch 16, max
         --out runs/cl-extra-e1
     python bench/distil.py student --epochs 1 --teacher runs/cl-mpnet-e1 --signal both --extra-data DIR \
         --out runs/cl-both-e1
+    python bench/distil.py student --epochs 1 --teacher runs/cl-mpnet-e1 runs/cl-minilm-e1 --signal extra \
+        --extra-data DIR --out runs/cl-blend-extra-e1    # the two backbones' equal blend as the teacher
     python bench/distil.py timing  --runs runs/cl-mpnet-e1 runs/cl-student-e1
     python bench/distil.py --table
     python bench/distil.py tweet-student --epochs 1 --teacher runs/tweet-mpnet-e1 --out runs/tweet-student-e1
@@ -87,7 +89,8 @@ def pseudo_signal(teacher: str, csv: Path, texts: Path, out: str) -> tuple[Path,
     if signal.is_file():
         return signal, None
     t0 = time.time()
-    if pseudo.main(["--runs", teacher, "--train-csv", str(csv), "--texts", str(texts), "--out", str(signal)]) != 0:
+    if pseudo.main(["--runs", *teacher.split(), "--train-csv", str(csv), "--texts", str(texts), "--out",
+                    str(signal)]) != 0:
         raise SystemExit(2)
     minutes = (time.time() - t0) / 60
     print(f"teacher's pseudo-labels of {texts.name}: {minutes:.1f} min", flush=True)
@@ -137,7 +140,8 @@ def teacher_signal(teacher: str, csv: Path, out: str) -> tuple[Path, float | Non
     if signal.is_file():
         return signal, None
     t0 = time.time()
-    if pseudo.main(["--runs", teacher, "--train-csv", str(csv), "--training-rows", "--out", str(signal)]) != 0:
+    if pseudo.main(["--runs", *teacher.split(), "--train-csv", str(csv), "--training-rows", "--out",
+                    str(signal)]) != 0:
         raise SystemExit(2)
     minutes = (time.time() - t0) / 60
     print(f"teacher's predictions of the training rows: {minutes:.1f} min", flush=True)
@@ -196,12 +200,13 @@ def timing(run_dirs: list, data: str | None) -> list:
 
 def table() -> str:
     rows = json.loads(RESULTS.read_text()) if RESULTS.is_file() else []
-    lines = ["| arm | backbone | epochs | fold-0 RMSE | minutes to train | run |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| arm | backbone | epochs | signal | fold 0 (CommonLit RMSE, Tweet Jaccard) | minutes to train | run |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r["arm"] != "timing":
-            lines.append(f"| {r['arm']} | {r['backbone']} | {r['epochs']} | {r['valid_rmse']:.4f} | {r['minutes']} | "
-                         f"{r['run']} |")
+            score = r.get("valid_rmse", r.get("jaccard"))
+            lines.append(f"| {r['arm']} | {r['backbone']} | {r['epochs']} | {r.get('signal', '')} | {score:.4f} | "
+                         f"{r['minutes']} | {r['run']} |")
     lines += [f"- {r['run']}: {r['minutes']} min to predict {r['texts']} excerpts"
               for r in rows if r["arm"] == "timing"]
     return "\n".join(lines)
@@ -214,7 +219,8 @@ def main() -> None:
     p.add_argument("--out", help="the run folder (the same command again resumes it)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--save-every", type=int, default=20)
-    p.add_argument("--teacher", default="", help="student: the teacher run folder")
+    p.add_argument("--teacher", nargs="+", default=[], help="student: the teacher run folder, or several (their "
+                   "equal blend: utils.pseudo --runs A B)")
     p.add_argument("--weight", type=float, default=0.5, help="student: the teacher's share of each target")
     p.add_argument("--temperature", type=float, default=1.0, help="tweet-student: the teacher's temperature")
     p.add_argument("--seed", type=int, default=42, help="tweet-*: the training seed")
@@ -233,10 +239,11 @@ def main() -> None:
     if a.arm == "timing":
         timing(a.runs, a.data)
         return
+    teacher = " ".join(a.teacher)  # several: their equal blend
     if a.arm in ("tweet-student", "tweet-alone"):
-        print(tweet_arm(a.arm, a.out, a.teacher, a.weight, a.temperature, a.epochs, a.save_every, a.data, a.seed))
+        print(tweet_arm(a.arm, a.out, teacher, a.weight, a.temperature, a.epochs, a.save_every, a.data, a.seed))
         return
-    print(train(a.arm, a.out, a.epochs, a.save_every, a.data, a.teacher, a.weight, a.signal, a.extra, a.extra_data))
+    print(train(a.arm, a.out, a.epochs, a.save_every, a.data, teacher, a.weight, a.signal, a.extra, a.extra_data))
 
 
 if __name__ == "__main__":
