@@ -16,13 +16,19 @@ teacher, beside MiniLM alone, each with bench/quality.py's recipe (batch 16, max
     python bench/distil.py tweet-student --epochs 1 --teacher runs/tweet-mpnet-e1 --out runs/tweet-student-e1
     python bench/distil.py tweet-alone --epochs 1 --seed 1 --out runs/tweet-minilm-s1
     python bench/distil.py tweet-student --epochs 1 --seed 1 --teacher runs/tweet-mpnet-e1 --out runs/tweet-student-s1
+    python bench/distil.py tweet-student --epochs 1 --teacher runs/tweet-mpnet-e1 --signal extra \
+        --out runs/tweet-extra-e1
+    python bench/distil.py tweet-student --epochs 1 --teacher runs/tweet-mpnet-e1 --signal both --out runs/tweet-both-e1
 
 `tweet-student`: Tweet Sentiment Extraction, fold 0, bench/spans.py's tweet-kit recipe on
 all-MiniLM-L6-v2 with `--distil-csv`: the teacher's (`python bench/spans.py tweet-kit --data DIR
 --model all-mpnet-base-v2 --epochs 1 --out runs/tweet-mpnet-e1 --save-every 50`) character scores
 of the rows fold 0's student trains on, mixed into its start and end targets at --weight and
 --temperature; MiniLM alone is `python bench/spans.py tweet-kit --data DIR --epochs 1 --out
-runs/tweet-minilm-e1` (`tweet-alone` here, at another --seed). Its row keeps spans.py's timings: the
+runs/tweet-minilm-e1` (`tweet-alone` here, at another --seed). `--signal extra`: the teacher's
+fold-matched character scores of the 3,534 unlabelled test tweets (`utils.pseudo --texts
+test.csv`) join the training rows instead (`--pseudo-csv`: there the target is the teacher's
+alone); `both`: the two together. Its row keeps spans.py's timings: the
 3,534 test tweets and the 4,399 validation tweets.
 
 `teacher` and `alone`: fold 0 of the backbone (mpnet, MiniLM). `student`: `utils.pseudo --runs
@@ -149,27 +155,33 @@ def teacher_signal(teacher: str, csv: Path, out: str) -> tuple[Path, float | Non
 
 
 def tweet_arm(arm: str, out: str, teacher: str, weight: float, temperature: float, epochs: int, save_every: int,
-              data: str | None, seed: int = 42) -> dict:
+              data: str | None, seed: int = 42, signal: str = "training") -> dict:
     """Tweet Sentiment Extraction, fold 0, all-MiniLM-L6-v2 on bench/spans.py's recipe and timings
-    (its tweet-kit arm): `tweet-student` with TEACHER's character scores (--distil-csv),
-    `tweet-alone` without; `seed` the training seed (42: spans.py's own)."""
+    (its tweet-kit arm): `tweet-student` with TEACHER's character scores of its training rows
+    (--distil-csv; `signal` "training"), of the 3,534 unlabelled test tweets (--pseudo-csv, fold-matched;
+    "extra") or both; `tweet-alone` without; `seed` the training seed (42: spans.py's own)."""
     from common import command
     from spans import TWEET, kit, minilm
 
     from utils.env import competition_dir
 
     folder = Path(data or competition_dir(None, TWEET))
-    settings, minutes = {"seed": seed}, None
-    if arm == "tweet-student":
-        signal, minutes = teacher_signal(teacher, folder / "train.csv", out)
-        settings.update(distil_csv=str(signal), distil_weight=weight, distil_temperature=temperature)
+    settings, minutes = {"seed": seed}, {}
+    if arm == "tweet-student" and signal in ("training", "both"):
+        file, minutes["signal_minutes"] = teacher_signal(teacher, folder / "train.csv", out)
+        settings.update(distil_csv=str(file), distil_weight=weight, distil_temperature=temperature)
+    if arm == "tweet-student" and signal in ("extra", "both"):
+        file, minutes["extra_signal_minutes"] = pseudo_signal(teacher, folder / "train.csv", folder / "test.csv", out)
+        settings.update(pseudo_csv=str(file))
     r = kit(TWEET, folder, minilm(), out, epochs, save_every, **settings)
     row = {"arm": arm, "run": out, "seed": seed, "backbone": "all-MiniLM-L6-v2", "epochs": epochs,
            "jaccard": round(r["jaccard"], 4), "per_sentiment": {k: round(v, 3) for k, v in r["per_sentiment"].items()},
            "minutes": round(r["fold_minutes"], 1), "predict_minutes": round(r["predict_minutes"], 2),
            "test_rows": r["test_rows"], "valid_predict_minutes": round(r["valid_predict_minutes"], 2),
-           **({"teacher": teacher, "weight": weight, "temperature": temperature} if arm == "tweet-student" else {}),
-           **({"signal_minutes": round(minutes, 1)} if minutes is not None else {}), "command": command()}
+           **({"teacher": teacher, "signal": signal} if arm == "tweet-student" else {}),
+           **({"weight": weight, "temperature": temperature} if "distil_csv" in settings else {}),
+           **({"extra_texts": "test.csv"} if "pseudo_csv" in settings else {}),
+           **{k: round(v, 1) for k, v in minutes.items() if v is not None}, "command": command()}
     save(row)
     return row
 
@@ -241,7 +253,8 @@ def main() -> None:
         return
     teacher = " ".join(a.teacher)  # several: their equal blend
     if a.arm in ("tweet-student", "tweet-alone"):
-        print(tweet_arm(a.arm, a.out, teacher, a.weight, a.temperature, a.epochs, a.save_every, a.data, a.seed))
+        print(tweet_arm(a.arm, a.out, teacher, a.weight, a.temperature, a.epochs, a.save_every, a.data, a.seed,
+                        a.signal))
         return
     print(train(a.arm, a.out, a.epochs, a.save_every, a.data, teacher, a.weight, a.signal, a.extra, a.extra_data))
 

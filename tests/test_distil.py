@@ -230,27 +230,38 @@ def test_a_multiple_choice_student_distils_its_teachers_probabilities_over_the_o
 
 
 def test_a_teachers_character_scores_become_the_students_token_targets():
-    from utils.spans import cell_scores, scores_cell, teacher_token_targets
+    import dataclasses
+
+    from utils.objective import SPANS
+    from utils.spans import cell_scores, scores_cell, teacher_token_probs
+
+    two, one_head = dataclasses.replace(SPANS, count="one"), dataclasses.replace(SPANS, count="many")
+
+    def targets(offsets, chars, mask, hard, weight, temperature=1.0, objective=two):
+        return objective.window_targets(hard, teacher_token_probs(offsets, chars, mask), weight, temperature)
 
     # "good day": the student's tokens [CLS] "good" " day" [SEP] (offsets as a byte-level tokenizer's)
     offsets, mask = np.array([[0, 0], [0, 4], [4, 8], [0, 0]]), np.array([False, True, True, False])
     chars = np.zeros((8, 2))
     chars[0, 0], chars[5, 0] = 0.6, 0.3  # start: "g" 0.6, "d" 0.3 (0.1 on no span)
     chars[3, 1], chars[7, 1] = 0.2, 0.8  # end: "d" of good 0.2, "y" 0.8
-    t = teacher_token_targets(offsets, chars, mask, np.array([1, 2]), weight=1.0)
+    t = targets(offsets, chars, mask, np.array([1, 2]), weight=1.0)
     assert t.shape == (2, 4) and np.allclose(t.sum(1), 1)
     assert np.allclose(t[0], [0.1, 0.6, 0.3, 0]) and np.allclose(t[1], [0, 0.2, 0.8, 0])
-    half = teacher_token_targets(offsets, chars, mask, np.array([1, 2]), weight=0.5)
+    half = targets(offsets, chars, mask, np.array([1, 2]), weight=0.5)
     assert np.allclose(half[0], [0.05, 0.8, 0.15, 0]) and np.allclose(half[1], [0, 0.1, 0.9, 0])
-    flat = teacher_token_targets(offsets, chars, mask, np.array([1, 2]), weight=1.0, temperature=3.0)
-    assert flat[0, 1] < 0.6 and flat[0, 0] > 0.1 and flat[0, 3] == 0  # softer, never outside the text
+    flat = targets(offsets, chars, mask, np.array([1, 2]), weight=1.0, temperature=3.0)
+    assert flat[0, 1] < 0.6 and flat[0, 0] > 0.1 and flat[0, 3] == 0 and flat[1, 0] == 0  # softer, 0 stays 0
+    assert np.allclose(flat.sum(1), 1)
     # a window holding only " day": the mass on "good" is outside it, so on "no span here" (position 0)
-    win = teacher_token_targets(offsets[[0, 2, 3]], chars, mask[[0, 2, 3]], np.array([0, 0]), weight=1.0)
+    win = targets(offsets[[0, 2, 3]], chars, mask[[0, 2, 3]], np.array([0, 0]), weight=1.0)
     assert np.allclose(win[0], [0.7, 0.3, 0]) and np.allclose(win[1], [0.2, 0.8, 0])
     # one head: each token the mean of its characters' probabilities, the label's -100 kept
     p = np.r_[np.full(4, 0.9), np.full(4, 0.2)][:, None]
-    one = teacher_token_targets(offsets, p, mask, np.array([-100, 1, 0, -100]), weight=0.5)
+    one = targets(offsets, p, mask, np.array([-100, 1, 0, -100]), weight=0.5, objective=one_head)
     assert np.allclose(one, [-100, 0.95, 0.1, -100])
+    hot = targets(offsets, p, mask, np.array([-100, 1, 0, -100]), weight=1.0, temperature=3.0, objective=one_head)
+    assert 0.5 < hot[1] < 0.9 and 0.2 < hot[2] < 0.5  # softened as two classes, towards 0.5
     # the file's cells: rounded to 0.001, the length kept; anything else refused in one line
     assert np.allclose(cell_scores(scores_cell(chars[:, 0])), chars[:, 0]) and scores_cell(np.zeros(3)) == "3|"
     with pytest.raises(ValueError, match="row 5: .* not a text's character scores"):

@@ -196,8 +196,13 @@ def test_nan_pseudo_targets_get_one_clear_line(teachers, labels, tiny_bert, tmp_
     bad.to_csv(tmp_path / "pseudo.csv", index=False)
     (tmp_path / "pseudo.json").write_text(labels.with_suffix(".json").read_text())
     assert train_cli.main(student_argv(d, tmp_path / "s", tmp_path / "pseudo.csv", tiny_bert)) == 2
+    assert_one_line_error(capsys.readouterr().err, "pseudo.csv: column 'target_fold1' is empty at row 6 (id ")
+    bad["target_fold1"] = bad["target_fold1"].astype(object)
+    bad.loc[4, "target_fold1"], bad.loc[2, "target_fold1"] = "inf", "high"
+    bad.to_csv(tmp_path / "pseudo.csv", index=False)
+    assert train_cli.main(student_argv(d, tmp_path / "s", tmp_path / "pseudo.csv", tiny_bert)) == 2
     assert_one_line_error(capsys.readouterr().err,
-                          "pseudo.csv: column 'target_fold1' is not a finite number at row 6")
+                          "pseudo.csv: column 'target_fold1' is not a finite number at row 4, row 6")
 
 
 def test_the_pseudo_files_content_is_part_of_the_runs_identity(teachers, labels, tmp_path, tiny_bert):

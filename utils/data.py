@@ -246,8 +246,18 @@ def pseudo_info_path(pseudo_csv) -> Path:
     return Path(pseudo_csv).with_suffix(".json")
 
 
+def number_cells(raw: pd.Series, where: str) -> pd.Series:
+    """A pseudo-label file's column of numbers as floats, NaN for an empty cell; a cell that is not
+    a finite number refused in one line naming `where` and its rows."""
+    values = pd.to_numeric(raw, errors="coerce").astype(float)
+    bad = ~np.isfinite(values.to_numpy()) & raw.notna().to_numpy()
+    if bad.any():
+        raise DataError(f"{where} is not a finite number at {_rows(raw.to_frame(), bad, None)}")
+    return values
+
+
 def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
-                id_col: str = "id", read_cells=None) -> tuple[pd.DataFrame, bool]:
+                id_col: str = "id", read_cells=number_cells) -> tuple[pd.DataFrame, bool]:
     """Pseudo-labelled rows and whether they carry one label per fold and output (`O_fold{k}`,
     made by models that never saw fold k's validation rows) or only `O` (then the CV is
     optimistic). `outputs`: the run's targets, or prob_<label> per class; `text_col`: a column,
@@ -258,7 +268,7 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
     fold columns made with other folds than `fingerprint`'s. An empty fold cell is a text left out
     of that fold by utils.pseudo's --max-std (allowed only when the .json twin says the filter
     ran); training drops it from that fold. `read_cells(column, where)`: how a fold column's cells
-    are read when they are not numbers (a span task's character scores: utils.outputs).
+    are read, NaN for an empty one (numbers; a span task's character scores: Outputs.read_signal).
     """
     import json
 
@@ -302,25 +312,15 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
     df = check_frame(load_csv(path, id_col, text_cols), path.name, text_cols, (), id_col)
     filtered = info.get("max_std") is not None or info.get("rows") == "training"  # (a fold's own rows: empty)
     for col in fold_cols:
-        raw = df[col]
-        if read_cells is not None:
-            df[col] = read_cells(raw, f"{path.name}: column {col!r}")
-            if not filtered and df[col].isna().any():
-                raise DataError(f"{path.name}: column {col!r} is empty at {_rows(df, df[col].isna().to_numpy(), 'id')}")
-            continue
-        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
-        left_out = raw.isna().to_numpy()  # an empty cell
-        bad = ~np.isfinite(values) & ~(left_out & filtered)
-        if bad.any():
-            raise DataError(f"{path.name}: column {col!r} is not a finite number at "
-                            f"{_rows(df, bad, 'id')}")
-        df[col] = values
+        df[col] = read_cells(df[col], f"{path.name}: column {col!r}")
+        if not filtered and df[col].isna().any():  # (an empty cell: a text a filter left out)
+            raise DataError(f"{path.name}: column {col!r} is empty at {_rows(df, df[col].isna().to_numpy(), id_col)}")
     _check_probabilities(df, path.name, [c for c in fold_cols if c.startswith("prob_")], id_col)
     return df, True
 
 
 def read_teacher(path, ids: pd.Series, folds: np.ndarray, fingerprint: str, todo, outputs=("target",),
-                 id_col: str = "id", text_cols=("excerpt",), read_cells=None) -> pd.DataFrame:
+                 id_col: str = "id", text_cols=("excerpt",), read_cells=number_cells) -> pd.DataFrame:
     """A teacher's predictions of the training rows (utils.pseudo --training-rows), as columns
     O_fold{k} aligned with `ids` (the training rows, in order): what fold k's student mixes into
     the targets of the rows it trains on (those of the other folds). Refused in one line: a file

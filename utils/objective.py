@@ -36,8 +36,15 @@ from .outputs import Decoded, read_chars  # noqa: F401  (their home is utils.out
 def softened(p: np.ndarray, temperature: float) -> np.ndarray:
     """Probabilities (..., classes) at a temperature: p ** (1 / T) renormalised, as a softmax of
     the logits divided by T (T > 1 flattens them, a teacher's "dark knowledge"; T = 1 keeps them)."""
-    q = np.power(np.clip(np.asarray(p, dtype=np.float64), 1e-12, 1.0), 1.0 / temperature)
-    return q / q.sum(axis=-1, keepdims=True)
+    p = np.asarray(p, dtype=np.float64)
+    q = np.where(p > 0, np.power(np.clip(p, 1e-12, 1.0), 1.0 / temperature), 0.0)  # 0 stays 0 (a text's edge)
+    return q / np.maximum(q.sum(axis=-1, keepdims=True), 1e-12)
+
+
+def softened_labels(p: np.ndarray, temperature: float) -> np.ndarray:
+    """0/1 labels' probabilities (...), each softened as two classes."""
+    p = np.asarray(p, dtype=np.float64)
+    return softened(np.stack([1 - p, p], axis=-1), temperature)[..., 1]
 
 
 @dataclass(frozen=True)
@@ -372,7 +379,7 @@ class MultiLabel(Objective):
     signals: ClassVar[tuple] = ("texts", "training")
 
     def distilled(self, y, teacher, weight, temperature):
-        p = softened(np.stack([1 - teacher, teacher], axis=-1), temperature)[..., 1]  # each label: two classes
+        p = softened_labels(teacher, temperature)
         return ((1 - weight) * np.asarray(y, dtype=np.float32) + weight * p).astype(np.float32)
     OUTPUTS: ClassVar[type] = outputs.MultiLabelOutputs
 
@@ -650,7 +657,7 @@ class Spans(Objective):
 
     def taught(self, texts, teacher):
         """Each text with no answer (None) and its teacher's character scores at full weight: the
-        student's token targets are the teacher's alone (utils.spans.teacher_token_targets)."""
+        student's token targets are the teacher's alone (window_targets)."""
         out = np.empty(len(teacher), dtype=object)
         for i, (text, chars) in enumerate(zip(texts[self.span_col].astype(str), teacher)):
             out[i] = (text, None, chars, 1.0, 1.0)
@@ -659,7 +666,7 @@ class Spans(Objective):
     def distilled(self, y, teacher, weight, temperature):
         """Each row's (span text, answer) with its teacher's character scores (len_text, heads), the
         weight and the temperature: the dataset mixes them into each window's token targets, in the
-        student's own tokens (utils.spans.teacher_token_targets)."""
+        student's own tokens (window_targets)."""
         out = np.empty(len(y), dtype=object)
         for i, ((text, answer), chars) in enumerate(zip(y, teacher)):
             if len(chars) != len(text):
@@ -668,6 +675,21 @@ class Spans(Objective):
             out[i] = (text, answer, chars, weight, temperature)
         return out
 
+
+    def window_targets(self, hard, teacher, weight: float, temperature: float) -> np.ndarray:
+        """A window's labels `hard` mixed with its teacher's token probabilities (utils.spans.
+        teacher_token_probs) as (1 - weight) x label + weight x teacher, the teacher's softened at
+        `temperature` (as classes() and MultiLabel do). One head: (T,) float32, each token's 0/1
+        label with the teacher's probability softened as two classes, -100 kept where the label
+        ignores the token. Two heads: (2, T) float32, the one-hot first and last token with the
+        teacher's start and end distributions (softened; 0 stays 0 outside the window's text)."""
+        if self.heads == 1:
+            hard = np.asarray(hard, dtype=np.float64)
+            mixed = (1 - weight) * hard + weight * softened_labels(teacher, temperature)
+            return np.where(hard == -100, -100.0, mixed).astype(np.float32)
+        out = weight * softened(teacher, temperature)
+        out[[0, 1], np.asarray(hard, dtype=int)] += 1 - weight
+        return out.astype(np.float32)
 
     def targets(self, df, target_cols, labels, extra_cols=()):
         """(N,) objects: (the span text, the answer as the file wrote it)."""

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from . import spans
-from .data import DataError, label_text
+from .data import DataError, label_text, number_cells
 from .files import CHARS, OOF, atomic_file, read_oof_csv
 from .metrics import Metric, apply_rule, top_k
 
@@ -73,8 +73,9 @@ class Outputs:
         return label[:, j]
 
     def read_signal(self, raw: pd.Series, where: str) -> pd.Series:
-        """A pseudo-label file's column as read back (utils.data.read_pseudo checks numbers itself)."""
-        return raw
+        """A pseudo-label file's column as read back: numbers, NaN for an empty cell (utils.data.
+        read_pseudo's reader of cells)."""
+        return number_cells(raw, where)
 
     def signal_values(self, frame: pd.DataFrame) -> np.ndarray:
         """A student's teacher columns (its rows, one column per output) as Objective.distilled

@@ -135,9 +135,11 @@ def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, 
         fold_k = np.stack([preds[k] for preds in per_run], axis=1)  # (N, runs, outputs)
         label = blend(fold_k, w)
         if not outputs.signal_numbers:  # character scores: a cell per row and head, nothing left out
+            made = ~np.asarray(skip[k], bool) if skip and k in skip else np.ones(len(texts), bool)  # (own rows: none)
             for j, o in enumerate(names):
-                cells = outputs.signal_column(label, j, texts)
-                out[f"{o}_fold{k}"] = [None if skip and skip[k][i] else c for i, c in enumerate(cells)]
+                column = np.full(len(texts), None, dtype=object)
+                column[made] = outputs.signal_column(label[made], j, texts[made])
+                out[f"{o}_fold{k}"] = column
             continue
         spread = fold_k.std(axis=1)
         if max_std is not None:

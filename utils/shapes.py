@@ -334,7 +334,7 @@ class SpanDataset(torch.utils.data.Dataset):
     special tokens and the condition around it. Item i is a window: its ids, its targets (a 0/1 per
     token of the text, -100 elsewhere; or its first and last token of the span, the first token
     (CLS) when the window holds none; a student's mixed with its teacher's character scores,
-    utils.spans.teacher_token_targets), `span_mask` (the text's tokens). `per_text` turns the
+    Objective.window_targets), `span_mask` (the text's tokens). `per_text` turns the
     windows' token outputs into each row's character scores (the mean where windows overlap)."""
 
     def __init__(self, inputs, tokenizer, max_len: int, targets=None, weights=None, heads: int = 1,
@@ -395,7 +395,8 @@ class SpanDataset(torch.utils.data.Dataset):
                         on = np.flatnonzero(t == 1)
                         t = np.array([on[0], on[-1]] if len(on) else [0, 0], dtype=np.int64)
                     if teacher:
-                        t = spans.teacher_token_targets(offsets[w], teacher[0], mask[w], t, *teacher[1:])
+                        t = objective.window_targets(t, spans.teacher_token_probs(offsets[w], teacher[0], mask[w]),
+                                                     *teacher[1:])
                     tgt.append(t)
         self.owner = np.asarray(owner, dtype=int)
         self.n_texts, self.heads = len(self.texts), heads

@@ -199,36 +199,24 @@ def token_targets(offsets, spans, text: str, sequence_mask=None, ignore: int = -
     return np.where(used, hit.astype(np.int64), ignore)
 
 
-def teacher_token_targets(offsets, chars, sequence_mask, hard, weight: float, temperature: float = 1.0):
-    """A window's targets mixing its labels with a teacher's character scores (len_text, heads)
-    (its chars.npz rows, any tokenizer's): `hard` the window's labels (token_targets' 0/1/-100
-    per token, one head; or the (2,) first and last token of the span, two heads). One head: each
-    token of the text the mean of its characters' probabilities (softened at `temperature` as
-    two classes), mixed as (1 - weight) x label + weight x teacher, -100 kept where the label
-    ignores the token; (T,) float32. Two heads: the teacher's start and end mass on a token's
-    characters (a distribution on words' edges), the mass outside the window's text on the first
-    token ("no span here", as a window without the span is labelled), softened (p ** (1 / T)
-    renormalised) and mixed with the one-hot label; (2, T) float32."""
+def teacher_token_probs(offsets, chars, sequence_mask) -> np.ndarray:
+    """A teacher's character scores (len_text, heads) (its chars.npz rows, any tokenizer's) on one
+    window of the student's tokens (`offsets`, `sequence_mask` its text's tokens). One head:
+    (T,), each token of the text the mean of its characters' probabilities, 0 elsewhere. Two
+    heads: (2, T), the teacher's start and end mass on each token's characters (a distribution on
+    words' edges), the mass outside the window's text on its first token ("no span here", as a
+    window without the span is labelled), 0 on every other token outside the text.
+    Objective.window_targets mixes them with the window's labels."""
     chars = np.asarray(chars, dtype=np.float64).reshape(len(chars), -1)
-    starts, ends, used = _offsets(offsets, len(chars), sequence_mask, "teacher_token_targets")
+    starts, ends, used = _offsets(offsets, len(chars), sequence_mask, "teacher_token_probs")
     sums = np.concatenate([np.zeros((1, chars.shape[1])), np.cumsum(chars, axis=0)])
     lo, hi = np.clip(starts, 0, len(chars)), np.clip(ends, 0, len(chars))
     mass = np.where(used[:, None], sums[hi] - sums[lo], 0.0)  # (T, heads): each token's characters' total
     if chars.shape[1] == 1:
-        p = np.clip(mass[:, 0] / np.maximum(hi - lo, 1), 1e-6, 1 - 1e-6)
-        q = p ** (1 / temperature)
-        p = q / (q + (1 - p) ** (1 / temperature))
-        hard = np.asarray(hard, dtype=np.float64)
-        return np.where(hard == -100, -100.0, (1 - weight) * hard + weight * p).astype(np.float32)
-    out = np.zeros((2, len(starts)))
-    for h in range(2):
-        p = mass[:, h].copy()
-        p[0] += max(0.0, 1.0 - p.sum())  # the teacher's mass outside this window's text: no span here
-        q = np.power(p, 1 / temperature)
-        soft = q / max(q.sum(), 1e-12)
-        out[h] = weight * soft
-        out[h, int(hard[h])] += 1 - weight
-    return out.astype(np.float32)
+        return mass[:, 0] / np.maximum(hi - lo, 1)
+    mass = mass.T.copy()
+    mass[:, 0] += np.maximum(0.0, 1.0 - mass.sum(axis=1))  # the teacher's mass outside this window's text
+    return mass
 
 
 def scores_cell(scores) -> str:

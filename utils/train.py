@@ -826,7 +826,7 @@ def teachers_signals(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, fold
     if not (cfg.pseudo_csv or cfg.distil_csv):
         return df, None
     cells = objective_of(comp).outputs
-    read_cells = None if cells.signal_numbers else cells.read_signal  # a span task's character scores
+    read_cells = cells.read_signal  # numbers, or a span task's character scores
     labels = class_labels(cfg, comp, df)
     outputs = pseudo_outputs(comp, labels)
     fingerprint = folds_fingerprint(df[comp.id_col], folds)
@@ -843,7 +843,7 @@ def teachers_signals(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, fold
         teacher = read_teacher(cfg.distil_csv, df[comp.id_col], folds, fingerprint, todo, outputs, comp.id_col,
                                comp.text_cols, read_cells)
         df = pd.concat([df, teacher.add_prefix(TEACHER)], axis=1)
-        softened = labels or read_cells  # probabilities, or a span task's character scores
+        softened = labels or not cells.signal_numbers  # probabilities, or a span task's character scores
         say(f"{Path(cfg.distil_csv).name}: each fold's training targets mix the labels with its own teachers' "
             f"predictions (weight {cfg.distil_weight:g}"
             + (f", temperature {cfg.distil_temperature:g}" if softened else "") + ")")
