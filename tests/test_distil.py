@@ -7,6 +7,7 @@ labels change (the teachers of the other folds trained on them); the kit's does 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +86,8 @@ def test_a_student_trains_on_them_and_records_its_teachers(teacher, tiny_bert, c
     assert list(t.columns).index("teachers") < list(t.columns).index("metric")
 
 
-def test_a_file_of_other_texts_other_folds_or_other_rows_is_refused_in_one_line(teacher, tiny_bert, tmp_path):
+def test_a_file_of_other_texts_other_folds_or_other_rows_is_refused_in_one_line(teacher, tiny_bert, tmp_path,
+                                                                                 capsys):
     tmp, csv = teacher
     out = _teacher_file(tmp / "teacher", csv, tmp_path / "t.csv")
     # other texts: pseudo-labels of extra text are not a student's targets
@@ -107,6 +109,37 @@ def test_a_file_of_other_texts_other_folds_or_other_rows_is_refused_in_one_line(
     other = write_csv(frame, tmp_path / "other.csv")
     assert pseudo.main(["--runs", str(tmp / "teacher"), "--train-csv", str(other), "--training-rows", "--out",
                         str(tmp_path / "x.csv")]) == 2
+    # another version of a row's text (same id): the teacher predicted other words
+    t.assign(excerpt=t["excerpt"].where(t.index != 3, t["excerpt"] + " and more")).to_csv(out, index=False)
+    with pytest.raises(DataError, match=f"t.csv: column 'excerpt' of id '{t.loc[3, 'id']}' is not the training file"):
+        run_cv(cfg_for(csv, tmp_path / "d", tiny_bert, max_steps=1, distil_csv=str(out)))
+    # a student's teacher file given as pseudo-labels of other texts: it would add the other folds' rows again
+    t.to_csv(out, index=False)
+    with pytest.raises(DataError, match="t.csv holds a teacher's predictions of the training rows .*--distil-csv"):
+        run_cv(cfg_for(csv, tmp_path / "e", tiny_bert, max_steps=1, pseudo_csv=str(out)))
+    # --max-std leaves rows out: a student's targets need every row
+    shutil.copytree(tmp / "teacher", tmp_path / "twin")
+    two = ["--runs", str(tmp / "teacher"), str(tmp_path / "twin"), "--train-csv", str(csv),
+           "--out", str(tmp_path / "y.csv")]
+    assert pseudo.main([*two, "--training-rows", "--max-std", "0.1"]) == 2
+    assert "--max-std with --training-rows" in capsys.readouterr().err
+
+
+def test_a_teacher_that_predicts_nan_is_refused_before_anything_is_written(teacher, tmp_path, monkeypatch, capsys):
+    tmp, csv = teacher
+    real = pseudo.predict_folds
+
+    def diverged(*a, **kw):
+        out = real(*a, **kw)
+        out[1][5] = np.nan  # fold 1's model on the sixth row
+        return out
+
+    monkeypatch.setattr(pseudo, "predict_folds", diverged)
+    assert pseudo.main(["--runs", str(tmp / "teacher"), "--train-csv", str(csv), "--training-rows", "--out",
+                        str(tmp_path / "t.csv"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "fold 1's model predicts NaN or infinity for 1 of the" in err and "nothing written" in err
+    assert not (tmp_path / "t.csv").exists()
 
 
 def test_the_leak_a_student_of_out_of_fold_predictions_has_and_the_kits_has_not(teacher, tiny_bert, tmp_path):
@@ -262,8 +295,15 @@ def test_a_teachers_character_scores_become_the_students_token_targets():
     assert np.allclose(one, [-100, 0.95, 0.1, -100])
     hot = targets(offsets, p, mask, np.array([-100, 1, 0, -100]), weight=1.0, temperature=3.0, objective=one_head)
     assert 0.5 < hot[1] < 0.9 and 0.2 < hot[2] < 0.5  # softened as two classes, towards 0.5
-    # the file's cells: rounded to 0.001, the length kept; anything else refused in one line
+    # the file's cells: every score that is not 0 to 3 significant digits (a temperature lifts the
+    # smallest: none dropped), a run of equal scores as its edges, the length kept
     assert np.allclose(cell_scores(scores_cell(chars[:, 0])), chars[:, 0]) and scores_cell(np.zeros(3)) == "3|"
+    tiny = np.array([0, 2e-7, 0.3, 0.3, 0.3, 4.5e-5, 0.0004, 0.0004, 0], dtype=np.float32)
+    assert scores_cell(tiny) == "9|1:2e-07 2-4:0.3 5:4.5e-05 6-7:0.0004"
+    assert np.allclose(cell_scores(scores_cell(tiny)), tiny, rtol=1e-3, atol=0)
+    for cell in ("3|2-5:0.1", "3|2-1:0.1", "3|-1:0.1"):  # a run past the text's end, backwards, negative
+        with pytest.raises(ValueError, match="not a text's character scores"):
+            cell_scores(cell)
     with pytest.raises(ValueError, match="row 5: .* not a text's character scores"):
         cell_scores("0.5", "row 5")
 
@@ -310,6 +350,12 @@ def test_a_span_student_distils_its_teachers_character_scores(tmp_path, tiny_ber
     pseudo_info_path(bad).write_text(pseudo_info_path(out).read_text())
     with pytest.raises(DataError, match=f"bad.csv: column '{heads[0]}_fold1', row {rows[0] + 2}: .*character scores"):
         run_cv(cfg_for(data / "train.csv", tmp_path / "x", model, competition=slug, max_steps=1, distil_csv=str(bad)))
+    n = len(span_texts[rows[1]])  # scores of another version of the text: refused on reading, naming the row
+    t.assign(**{f"{heads[-1]}_fold1": t[f"{heads[-1]}_fold1"].where(t.index != rows[1], f"{n + 1}|")}).to_csv(
+        bad, index=False)
+    with pytest.raises(DataError, match=f"bad.csv: column '{heads[-1]}_fold1', row {rows[1] + 2}: character scores "
+                                        f"of {n + 1} characters for a text of {n}"):
+        run_cv(cfg_for(data / "train.csv", tmp_path / "y", model, competition=slug, max_steps=1, distil_csv=str(bad)))
     m = run_cv(cfg_for(data / "train.csv", tmp_path / "student", model, competition=slug,
                        max_steps=2, max_len=24, distil_csv=str(out), distil_weight=0.5, distil_temperature=2.0))
     assert np.isfinite(m["cv"]) and m["teachers"][0]["run"] == "teacher"

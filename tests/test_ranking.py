@@ -638,7 +638,7 @@ def test_pseudo_labels_of_a_ranking_are_refused_in_one_line():
 
     with pytest.raises(DataError) as e:
         check_not_ranking(BUILTIN[SCIENCE])
-    one_line(e.value, "kaggle-llm-science-exam answers a ranking", "not yet for rankings")
+    one_line(e.value, "kaggle-llm-science-exam answers a ranking of its options", "not yet for this one")
     check_not_ranking(BUILTIN["nlp-getting-started"])  # a classifier's are made
 
 

@@ -1014,7 +1014,7 @@ def test_pseudo_labels_of_spans_are_character_scores_and_a_catalogue_is_refused_
     cfg = TrainConfig(train_csv="t.csv", out="o", model="m", pseudo_csv="p.csv")
     check_settings(cfg, BUILTIN[NBME])
     eedi = "eedi-mining-misconceptions-in-mathematics"
-    with pytest.raises(DataError, match="answers a ranking of a catalogue .*not yet for rankings"):
+    with pytest.raises(DataError, match="answers a ranking of a catalogue .*not yet for this one"):
         check_not_ranking(BUILTIN[eedi])
     with pytest.raises(ValueError, match=f"--pseudo-csv: {eedi} answers a ranking of a catalogue"):
         check_settings(cfg, BUILTIN[eedi])

@@ -20,7 +20,7 @@ from .competition import (
     load_competition,
 )
 from .files import content_sha256, file_sha256  # noqa: F401 (re-exported)
-from .objective import OBJECTIVES, REGRESSION, objective_of
+from .objective import OBJECTIVES, REGRESSION, objective_of, signal_not_made
 from .pooling import NO_POOLING, POOLING_MODES
 from .tables import catalogue_path, join_path
 
@@ -234,21 +234,13 @@ def ignored_settings(cfg: TrainConfig, comp: Competition) -> list:
             for v in [getattr(cfg, k)] if own and v and v != own and v != fields[k].default]
 
 
-SIGNAL_NOT_MADE = {"spans": "parts of its texts", "options": "a ranking of its options",
-                   "items": "a ranking of a catalogue"}  # what a teacher's signal is not made for (Objective.signals)
-
-
 def check_settings(cfg: TrainConfig, comp: Competition) -> None:
     """The settings this competition cannot train with, refused in one line."""
     if cfg.loss == "se" and (objective_of(comp).kind != "values" or len(comp.target_cols) != 1):
         raise ValueError("loss 'se' needs a single regression target")
-    obj = objective_of(comp)
-    if cfg.pseudo_csv and "texts" not in obj.signals:
-        raise ValueError(f"--pseudo-csv: {comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]}; pseudo-labels of other "
-                         "texts are made for values, classes, labels and spans only")
-    if cfg.distil_csv and "training" not in obj.signals:
-        raise ValueError(f"--distil-csv: {comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]}; a teacher's predictions are "
-                         "mixed into values, classes, labels, a row's options and spans only")
+    for flag, file, signal in (("--pseudo-csv", cfg.pseudo_csv, "texts"), ("--distil-csv", cfg.distil_csv, "training")):
+        if file and signal_not_made(comp, signal):
+            raise ValueError(f"{flag}: {signal_not_made(comp, signal)}")
     if cfg.distil_csv and cfg.train_options:
         raise ValueError("--distil-csv with --train-options: a row seen with a few of its options drawn at random "
                          "would lose the teacher's distribution over the others; distil on every option "

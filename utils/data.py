@@ -246,7 +246,7 @@ def pseudo_info_path(pseudo_csv) -> Path:
     return Path(pseudo_csv).with_suffix(".json")
 
 
-def number_cells(raw: pd.Series, where: str) -> pd.Series:
+def number_cells(raw: pd.Series, where: str, rows: pd.DataFrame | None = None) -> pd.Series:
     """A pseudo-label file's column of numbers as floats, NaN for an empty cell; a cell that is not
     a finite number refused in one line naming `where` and its rows."""
     values = pd.to_numeric(raw, errors="coerce").astype(float)
@@ -257,7 +257,7 @@ def number_cells(raw: pd.Series, where: str) -> pd.Series:
 
 
 def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
-                id_col: str = "id", read_cells=number_cells) -> tuple[pd.DataFrame, bool]:
+                id_col: str = "id", read_cells=number_cells, rows: str = "texts") -> tuple[pd.DataFrame, bool]:
     """Pseudo-labelled rows and whether they carry one label per fold and output (`O_fold{k}`,
     made by models that never saw fold k's validation rows) or only `O` (then the CV is
     optimistic). `outputs`: the run's targets, or prob_<label> per class; `text_col`: a column,
@@ -267,8 +267,10 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
     Refuses NaN labels, probabilities outside [0, 1] (e.g. a class the run does not know), and
     fold columns made with other folds than `fingerprint`'s. An empty fold cell is a text left out
     of that fold by utils.pseudo's --max-std (allowed only when the .json twin says the filter
-    ran); training drops it from that fold. `read_cells(column, where)`: how a fold column's cells
+    ran); training drops it from that fold. `read_cells(column, where, rows)`: how a fold column's cells
     are read, NaN for an empty one (numbers; a span task's character scores: Outputs.read_signal).
+    `rows`: what the file must label, "texts" (other texts) or "training" (the training rows:
+    read_teacher), as its .json twin says.
     """
     import json
 
@@ -304,6 +306,10 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
         raise DataError(f"{path.name} has target_fold columns but no {info_path.name} saying "
                         "which folds made them (python -m utils.pseudo writes both)")
     info = json.loads(info_path.read_text())
+    if info.get("rows", "texts") != rows:
+        raise DataError(f"{path.name} holds a teacher's predictions of the training rows (utils.pseudo "
+                        "--training-rows): a student mixes them into its targets with --distil-csv; --pseudo-csv "
+                        "takes pseudo-labels of other texts (utils.pseudo --texts)")
     if info.get("folds_fingerprint") != fingerprint:
         raise DataError(f"{path.name} was made with other folds ({info.get('folds_fingerprint')}) "
                         f"than this run's ({fingerprint}): its fold columns would leak validation "
@@ -312,7 +318,7 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
     df = check_frame(load_csv(path, id_col, text_cols), path.name, text_cols, (), id_col)
     filtered = info.get("max_std") is not None or info.get("rows") == "training"  # (a fold's own rows: empty)
     for col in fold_cols:
-        df[col] = read_cells(df[col], f"{path.name}: column {col!r}")
+        df[col] = read_cells(df[col], f"{path.name}: column {col!r}", df)
         if not filtered and df[col].isna().any():  # (an empty cell: a text a filter left out)
             raise DataError(f"{path.name}: column {col!r} is empty at {_rows(df, df[col].isna().to_numpy(), id_col)}")
     _check_probabilities(df, path.name, [c for c in fold_cols if c.startswith("prob_")], id_col)
@@ -320,12 +326,14 @@ def read_pseudo(path, text_col, fingerprint: str, folds, outputs=("target",),
 
 
 def read_teacher(path, ids: pd.Series, folds: np.ndarray, fingerprint: str, todo, outputs=("target",),
-                 id_col: str = "id", text_cols=("excerpt",), read_cells=number_cells) -> pd.DataFrame:
+                 id_col: str = "id", text_cols=("excerpt",), read_cells=number_cells,
+                 texts: pd.DataFrame | None = None) -> pd.DataFrame:
     """A teacher's predictions of the training rows (utils.pseudo --training-rows), as columns
     O_fold{k} aligned with `ids` (the training rows, in order): what fold k's student mixes into
     the targets of the rows it trains on (those of the other folds). Refused in one line: a file
     made for other texts (pseudo-labels), with other folds (its fold-k models saw fold k's rows),
-    without a fold to train, or missing a training row of a fold."""
+    without a fold to train, missing a training row of a fold, or (`texts`: the training rows'
+    text columns, aligned with `ids`) holding another text for a row."""
     import json
 
     path = Path(path)
@@ -337,7 +345,7 @@ def read_teacher(path, ids: pd.Series, folds: np.ndarray, fingerprint: str, todo
         raise DataError(f"{path.name}: not a teacher's predictions of the training rows ({info_path.name} "
                         f"{'does not say rows: training' if info else 'is missing'}): make one with python -m "
                         "utils.pseudo --training-rows (texts of other rows go to --pseudo-csv)")
-    df, per_fold = read_pseudo(path, text_cols, fingerprint, todo, outputs, id_col, read_cells)
+    df, per_fold = read_pseudo(path, text_cols, fingerprint, todo, outputs, id_col, read_cells, "training")
     if not per_fold:  # (read_pseudo refuses other folds and missing fold columns)
         raise DataError(f"{path.name} has no O_fold{{k}} columns: a student needs each fold's own teacher")
     table = df.set_index(df[id_col].astype(str))
@@ -346,6 +354,13 @@ def read_teacher(path, ids: pd.Series, folds: np.ndarray, fingerprint: str, todo
     if missing.any():
         raise DataError(f"{path.name} has no prediction for {int(missing.sum())} training rows (e.g. id "
                         f"{ids[missing].iloc[0]!r}): the teachers were trained on other rows")
+    for col in text_cols if texts is not None else ():
+        theirs = table.loc[ids, col].fillna("").astype(str).to_numpy()
+        ours = texts[col].fillna("").astype(str).to_numpy()
+        if (theirs != ours).any():
+            i = int(np.flatnonzero(theirs != ours)[0])
+            raise DataError(f"{path.name}: column {col!r} of id {ids.iloc[i]!r} is not the training file's text: the "
+                            "teacher's predictions were made of another version of the training file")
     cols = [f"{o}_fold{k}" for k in todo for o in outputs]
     out = table.loc[ids, cols].reset_index(drop=True)
     for k in todo:

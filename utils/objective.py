@@ -131,8 +131,10 @@ class Objective:
         return y
 
     # Which rows a teacher's outputs are made for and mixed into a student's targets: "texts" (other
-    # texts: pseudo-labels, utils.train --pseudo-csv), "training" (the training rows: --distil-csv).
+    # texts: pseudo-labels, utils.train --pseudo-csv), "training" (the training rows: --distil-csv);
+    # `answers`: what a row's answer is, in signal_not_made's line.
     signals: ClassVar[tuple] = ()
+    answers: ClassVar[str] = ""
 
     def taught(self, texts: pd.DataFrame, teacher: np.ndarray) -> np.ndarray:
         """The targets of pseudo-labelled texts (no label) from their teacher's outputs: the
@@ -430,6 +432,7 @@ class MultipleChoice(Classification):
 
     kind: ClassVar[str] = "options"
     signals: ClassVar[tuple] = ("training",)  # the teacher's probabilities over a training row's options
+    answers: ClassVar[str] = "a ranking of its options"
     OUTPUTS: ClassVar[type] = outputs.MultipleChoiceOutputs
 
     def check_labels(self, comp, df, name, items=None):
@@ -488,6 +491,7 @@ class Retrieval(Objective):
     answer_k items. The labels are the catalogue's ids, in its order; a query's out-of-fold row
     keeps its top `keep` ids (CANDIDATES, or answer_k when larger: what a reranker reads)."""
 
+    answers: ClassVar[str] = "a ranking of a catalogue"
     kind: ClassVar[str] = "items"
     OUTPUTS: ClassVar[type] = outputs.RetrievalOutputs
     stratified: ClassVar[bool] = False
@@ -667,11 +671,8 @@ class Spans(Objective):
         """Each row's (span text, answer) with its teacher's character scores (len_text, heads), the
         weight and the temperature: the dataset mixes them into each window's token targets, in the
         student's own tokens (window_targets)."""
-        out = np.empty(len(y), dtype=object)
+        out = np.empty(len(y), dtype=object)  # (their lengths checked on reading: SpansOutputs.read_signal)
         for i, ((text, answer), chars) in enumerate(zip(y, teacher)):
-            if len(chars) != len(text):
-                raise DataError(f"the teacher's character scores of training row {i + 1} cover {len(chars)} "
-                                f"characters, its text {len(text)}: they were made from another version of the text")
             out[i] = (text, answer, chars, weight, temperature)
         return out
 
@@ -679,7 +680,7 @@ class Spans(Objective):
     def window_targets(self, hard, teacher, weight: float, temperature: float) -> np.ndarray:
         """A window's labels `hard` mixed with its teacher's token probabilities (utils.spans.
         teacher_token_probs) as (1 - weight) x label + weight x teacher, the teacher's softened at
-        `temperature` (as classes() and MultiLabel do). One head: (T,) float32, each token's 0/1
+        `temperature` (as Classification and MultiLabel do). One head: (T,) float32, each token's 0/1
         label with the teacher's probability softened as two classes, -100 kept where the label
         ignores the token. Two heads: (2, T) float32, the one-hot first and last token with the
         teacher's start and end distributions (softened; 0 stays 0 outside the window's text)."""
@@ -789,6 +790,20 @@ def get_objective(name: str) -> Objective:
     if name not in OBJECTIVES:
         raise ValueError(f"unknown task {name!r}; valid: {', '.join(OBJECTIVES)}")
     return OBJECTIVES[name]
+
+
+SIGNALS = {"texts": "pseudo-labels of other texts", "training": "a teacher's predictions of the training rows"}
+
+
+def signal_not_made(comp, signal: str) -> str:
+    """"" when a competition's objective takes a teacher's `signal` (Objective.signals: "texts" or
+    "training"), else the one line saying why not (what utils.pseudo and utils.train refuse)."""
+    obj = objective_of(comp)
+    if signal in obj.signals:
+        return ""
+    made = [o.name for o in OBJECTIVES.values() if signal in o.signals]
+    return (f"{comp.slug} answers {obj.answers or obj.name} ({comp.task}): {SIGNALS[signal]} are made for "
+            f"{', '.join(made[:-1])} and {made[-1]} tasks, not yet for this one")
 
 
 def objective_of(comp) -> Objective:

@@ -72,9 +72,9 @@ class Outputs:
         pseudo-label file's column."""
         return label[:, j]
 
-    def read_signal(self, raw: pd.Series, where: str) -> pd.Series:
+    def read_signal(self, raw: pd.Series, where: str, rows: pd.DataFrame | None = None) -> pd.Series:
         """A pseudo-label file's column as read back: numbers, NaN for an empty cell (utils.data.
-        read_pseudo's reader of cells)."""
+        read_pseudo's reader of cells; `rows` the file's rows, their texts)."""
         return number_cells(raw, where)
 
     def signal_values(self, frame: pd.DataFrame) -> np.ndarray:
@@ -357,13 +357,20 @@ class SpansOutputs(Outputs):
         lengths = texts[self.objective.span_col].astype(str).str.len().to_numpy()
         return [spans.scores_cell(row[:n, j]) for row, n in zip(label, lengths)]
 
-    def read_signal(self, raw, where):
-        """Each non-empty cell parsed (utils.spans.cell_scores): (len_text,) arrays, NaN for an empty one."""
-        try:
-            return pd.Series([np.nan if pd.isna(c) else spans.cell_scores(c, f"{where}, row {i + 2}")
-                              for i, c in enumerate(raw.tolist())], index=raw.index, dtype=object)
-        except ValueError as e:
-            raise DataError(str(e)) from None
+    def read_signal(self, raw, where, rows=None):
+        """Each non-empty cell parsed (utils.spans.cell_scores): (len_text,) arrays, NaN for an empty
+        one; a cell of another length than its row's text (`rows`' span column) refused in one line."""
+        lengths = None if rows is None else rows[self.objective.span_col].astype(str).str.len().to_numpy()
+        out = []
+        for i, c in enumerate(raw.tolist()):
+            try:
+                out.append(np.nan if pd.isna(c) else spans.cell_scores(c, f"{where}, row {i + 2}"))
+            except ValueError as e:
+                raise DataError(str(e)) from None
+            if lengths is not None and not pd.isna(c) and len(out[-1]) != lengths[i]:
+                raise DataError(f"{where}, row {i + 2}: character scores of {len(out[-1])} characters for a text "
+                                f"of {lengths[i]}: made from another version of the text")
+        return pd.Series(out, index=raw.index, dtype=object)
 
     def signal_values(self, frame):
         """(n,) objects: each row's (len_text, heads) character scores."""

@@ -113,7 +113,8 @@ def predict_folds(run, texts, batch_size=64, device=None, precision="auto", max_
     Without a `device`, every GPU is used (utils.model.placement: data-parallel replicas, or one
     model split across them); `devices` gives the replicas' devices explicitly. `base_model`:
     a LoRA fold's base model folder (else found: utils.backbone.find_base). `skip`: {fold: (N,) bool}
-    rows that fold's model does not read, NaN in its predictions (a fold's own training rows).
+    rows that fold's model does not read, NaN in its predictions (fold k's own rows, which its model
+    validated on: a student's fold k never trains on them).
     """
     comp = run_competition(run)
     blank = shape_of(comp).blank(texts)

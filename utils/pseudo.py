@@ -40,12 +40,11 @@ import numpy as np
 import pandas as pd
 
 from .cli import HelpFormatter, cli_error, first_paragraph
-from .config import SIGNAL_NOT_MADE
 from .data import DataError, folds_fingerprint, pseudo_info_path
 from .eda import plain_texts
 from .ensemble import blend, blend_weights, normalize_weights, read_blend
 from .files import run_names, write_csv, write_json
-from .objective import get_objective
+from .objective import get_objective, signal_not_made
 from .predict import blank_texts, check_runs, check_runs_agree, predict_folds, run_competition
 from .runs import BLEND, FOLDS, finished_folds, identity, read_folds
 from .shapes import shape_of
@@ -93,13 +92,9 @@ def check_not_ranking(comp, training_rows: bool = False) -> None:
     """Pseudo-labels are values, class or label probabilities, or a span task's character scores; a
     student's signal of the training rows also a row's option probabilities (utils.objective's
     `signals`); a catalogue's ranking has none yet. Refused in one line before any model loads."""
-    obj = comp.objective
-    if training_rows and "training" not in obj.signals:
-        raise DataError(f"{comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]} ({comp.task}): a teacher's predictions of "
-                        "the training rows are made for values, classes, labels, a row's options and spans only")
-    if not training_rows and "texts" not in obj.signals:
-        raise DataError(f"{comp.slug} answers {SIGNAL_NOT_MADE[obj.kind]} ({comp.task}): pseudo-labels of other "
-                        "texts are made for values, classes, labels and spans only, not yet for rankings")
+    why = signal_not_made(comp, "training" if training_rows else "texts")
+    if why:
+        raise DataError(why)
 
 
 def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, fold_weights: dict | None = None,
@@ -133,9 +128,10 @@ def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, 
         # fitted without its rows.
         w = (fold_weights or {}).get(k, overall)
         fold_k = np.stack([preds[k] for preds in per_run], axis=1)  # (N, runs, outputs)
+        made = ~np.asarray(skip[k], bool) if skip and k in skip else np.ones(len(texts), bool)  # (own rows: none)
+        check_finite(fold_k, made, runs, k, texts[comp.id_col])
         label = blend(fold_k, w)
         if not outputs.signal_numbers:  # character scores: a cell per row and head, nothing left out
-            made = ~np.asarray(skip[k], bool) if skip and k in skip else np.ones(len(texts), bool)  # (own rows: none)
             for j, o in enumerate(names):
                 column = np.full(len(texts), None, dtype=object)
                 column[made] = outputs.signal_column(label[made], j, texts[made])
@@ -163,6 +159,19 @@ def make_pseudo(runs, texts: pd.DataFrame, weights=None, progress: bool = True, 
               f"{', '.join(map(str, empty))}: a student's fold there trains on its real rows only",
               file=sys.stderr, flush=True)
     return out[out[fold_cols].notna().any(axis=1)].reset_index(drop=True)
+
+
+def check_finite(fold_k: np.ndarray, made: np.ndarray, runs, k: int, ids: pd.Series) -> None:
+    """Fold k's teachers' predictions (N, runs, ...) of the rows it predicts (`made`) are finite; one
+    line naming the run and the rows when not (a model that diverged, an fp16 overflow): written,
+    they would teach a student NaN, or a span student "no span" everywhere."""
+    bad = ~np.isfinite(fold_k.reshape(len(fold_k), len(runs), -1)).all(axis=2) & made[:, None]
+    if bad.any():
+        r = int(np.flatnonzero(bad.any(axis=0))[0])
+        rows = np.flatnonzero(bad[:, r])
+        raise DataError(f"{runs[r]}: fold {k}'s model predicts NaN or infinity for {len(rows)} of the "
+                        f"{int(made.sum())} texts (e.g. id {ids.iloc[rows[0]]!r}): it diverged in training, or "
+                        "overflowed in fp16; nothing written")
 
 
 def texts_to_label(comp, texts_csv, train_csv) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
@@ -216,7 +225,8 @@ def main(argv=None) -> int:
     p.add_argument("--training-rows", action="store_true", help="label the training file's own rows instead "
                    "(no --texts): a student's targets, utils.train --distil-csv; each row's fold-k column from "
                    "the fold-k models, empty on fold k's own rows")
-    p.add_argument("--train-csv", required=True, help="the labelled data: its texts are dropped")
+    p.add_argument("--train-csv", required=True, help="the labelled data: its texts are dropped from --texts; "
+                   "with --training-rows, the rows labelled")
     p.add_argument("--out", required=True, help="pseudo-label CSV to write (+ its .json)")
     p.add_argument("--blend", help=f"{BLEND}: weights of the runs (default: equal)")
     p.add_argument("--max-std", type=float,
@@ -244,6 +254,9 @@ def main(argv=None) -> int:
         if args.max_std is not None and not comp.objective.outputs.signal_numbers:
             raise DataError("--max-std filters on the spread of numbers: a span task's teachers write character "
                             "scores, with no spread")
+        if args.max_std is not None and args.training_rows:
+            raise DataError("--max-std with --training-rows: a student needs its teacher's prediction of every row "
+                            "it trains on; --max-std filters pseudo-labels of other texts (--texts)")
         if args.training_rows == bool(args.texts):
             raise DataError("give --texts (texts to pseudo-label) or --training-rows (the training file's own "
                             "rows, a student's distillation targets), one of the two")

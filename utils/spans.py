@@ -220,12 +220,16 @@ def teacher_token_probs(offsets, chars, sequence_mask) -> np.ndarray:
 
 
 def scores_cell(scores) -> str:
-    """A text's character scores of one head (len_text,) as a csv cell: "len|i:p i:p", the
-    characters whose score rounds to 0.001 or more (every other character 0): a teacher's
-    signal in utils.pseudo's files, where a number per cell cannot hold it."""
-    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
-    kept = np.flatnonzero(np.round(scores, 3) > 0)
-    return f"{len(scores)}|" + " ".join(f"{i}:{scores[i]:.3f}" for i in kept)
+    """A text's character scores of one head (len_text,) as a csv cell: "len|i:p a-b:p ...", every
+    character whose score is not 0, to 3 significant digits (a temperature above 1 lifts the
+    smallest: none is dropped), a run of equal scores (one token's characters, one head) as its
+    first and last character: a teacher's signal in utils.pseudo's files, where a number per cell
+    cannot hold it."""
+    scores = np.asarray(scores, dtype=np.float32).reshape(-1)
+    first = np.flatnonzero(np.r_[True, scores[1:] != scores[:-1]]) if len(scores) else np.zeros(0, int)
+    last = np.r_[first[1:], len(scores)] - 1
+    return f"{len(scores)}|" + " ".join(f"{a}:{scores[a]:.3g}" if a == b else f"{a}-{b}:{scores[a]:.3g}"
+                                        for a, b in zip(first, last) if scores[a] != 0)
 
 
 def cell_scores(cell, where: str = "cell") -> np.ndarray:
@@ -234,11 +238,15 @@ def cell_scores(cell, where: str = "cell") -> np.ndarray:
         n, _, rest = str(cell).partition("|")
         out = np.zeros(int(n), dtype=np.float32)
         for piece in rest.split():
-            i, _, p = piece.partition(":")
-            out[int(i)] = float(p)
+            run, _, p = piece.partition(":")
+            a, _, b = run.partition("-")
+            a, b = int(a), int(b or a)
+            if not 0 <= a <= b < len(out):
+                raise IndexError(run)
+            out[a:b + 1] = float(p)
     except (ValueError, IndexError):
         raise ValueError(f"{where}: {show(cell, 40)} is not a text's character scores "
-                         "(\"length|index:score ...\", as utils.pseudo writes them)") from None
+                         "(\"length|index:score first-last:score ...\", as utils.pseudo writes them)") from None
     if not np.isfinite(out).all() or (out < 0).any() or (out > 1).any():
         raise ValueError(f"{where}: a character score outside [0, 1]")
     return out

@@ -841,7 +841,7 @@ def teachers_signals(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, fold
                else f"(mixed, weight {cfg.pseudo_weight:g})"))
     if cfg.distil_csv:  # fold k's teachers' predictions of the rows, as columns fold_data reads
         teacher = read_teacher(cfg.distil_csv, df[comp.id_col], folds, fingerprint, todo, outputs, comp.id_col,
-                               comp.text_cols, read_cells)
+                               comp.text_cols, read_cells, df[list(comp.text_cols)])
         df = pd.concat([df, teacher.add_prefix(TEACHER)], axis=1)
         softened = labels or not cells.signal_numbers  # probabilities, or a span task's character scores
         say(f"{Path(cfg.distil_csv).name}: each fold's training targets mix the labels with its own teachers' "
