@@ -105,10 +105,17 @@ def test_a_file_of_other_texts_other_folds_or_other_rows_is_refused_in_one_line(
     t.iloc[1:].to_csv(out, index=False)
     with pytest.raises(DataError, match="no prediction for 1 training rows"):
         run_cv(cfg_for(csv, tmp_path / "c", tiny_bert, max_steps=1, distil_csv=str(out)))
-    frame = pd.read_csv(csv).iloc[:-1]
-    other = write_csv(frame, tmp_path / "other.csv")
+    frame = pd.read_csv(csv, dtype={"id": str})
+    other = write_csv(frame.iloc[:-1], tmp_path / "other.csv")  # a file without one of the teachers' rows
     assert pseudo.main(["--runs", str(tmp / "teacher"), "--train-csv", str(other), "--training-rows", "--out",
                         str(tmp_path / "x.csv")]) == 2
+    assert f"other.csv has no row '{frame['id'].iloc[-1]}' of " in capsys.readouterr().err
+    # a file with more rows than the teachers trained on (--max-rows): their own rows are labelled
+    more = write_csv(pd.concat([frame, frame.iloc[:2].assign(id=["new1", "new2"])]), tmp_path / "more.csv")
+    assert pseudo.main(["--runs", str(tmp / "teacher"), "--train-csv", str(more), "--training-rows", "--out",
+                        str(tmp_path / "m.csv"), "--no-progress"]) == 0
+    assert "the 40 of its 42 rows the teachers trained on" in capsys.readouterr().out
+    assert sorted(pd.read_csv(tmp_path / "m.csv", dtype={"id": str})["id"]) == sorted(frame["id"])
     # another version of a row's text (same id): the teacher predicted other words
     t.assign(excerpt=t["excerpt"].where(t.index != 3, t["excerpt"] + " and more")).to_csv(out, index=False)
     with pytest.raises(DataError, match=f"t.csv: column 'excerpt' of id '{t.loc[3, 'id']}' is not the training file"):

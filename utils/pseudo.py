@@ -193,17 +193,22 @@ def texts_to_label(comp, texts_csv, train_csv) -> tuple[pd.DataFrame, np.ndarray
 
 
 def training_rows(comp, train_csv, runs) -> pd.DataFrame:
-    """The training file's rows, as the teachers read it; one line when they are not the rows the
-    teachers' folds hold (a teacher of other rows)."""
+    """The training file's rows the teachers' folds hold, as the teachers read them (all of them,
+    or the subset a teacher trained with --max-rows or --drop-reference took, said in one line);
+    one line when the folds hold a row the file has not (a teacher of another file)."""
     rows = read_split(comp, train_csv, "train")
-    ids = set(rows[comp.id_col].astype(str))
+    ids = rows[comp.id_col].astype(str)
     theirs = set(read_folds(runs[0]).index.astype(str))
-    if ids != theirs:
-        extra = sorted(ids - theirs) or sorted(theirs - ids)
-        raise DataError(f"{Path(train_csv).name} has other rows than {runs[0]}'s folds ({len(ids)} against "
-                        f"{len(theirs)}; e.g. id {extra[0]!r}): a student distils the teachers' predictions of "
-                        "the rows they trained on, from the same training file")
-    return rows
+    missing = sorted(theirs - set(ids))
+    if missing:
+        raise DataError(f"{Path(train_csv).name} has no row {missing[0]!r} of {runs[0]}'s folds ({len(missing)} of "
+                        f"their {len(theirs)} rows missing): a student distils the teachers' predictions of the rows "
+                        "they trained on, from the same training file")
+    held = ids.isin(theirs).to_numpy()
+    if not held.all():
+        print(f"{Path(train_csv).name}: the {int(held.sum())} of its {len(rows)} rows the teachers trained on "
+              "(their folds.csv) are labelled")
+    return rows[held].reset_index(drop=True)
 
 
 def own_fold_rows(rows: pd.DataFrame, comp, runs) -> dict:
