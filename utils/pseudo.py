@@ -207,7 +207,7 @@ def training_rows(comp, train_csv, runs) -> pd.DataFrame:
     held = ids.isin(theirs).to_numpy()
     if not held.all():
         print(f"{Path(train_csv).name}: the {int(held.sum())} of its {len(rows)} rows the teachers trained on "
-              "(their folds.csv) are labelled")
+              "(their folds) are labelled")
     return rows[held].reset_index(drop=True)
 
 
