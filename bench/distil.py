@@ -116,17 +116,13 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
 
     csv = str(Path(competition_dir(data)) / "train.csv")
     settings, minutes = {}, {}
-    if arm == "student" and signal in ("training", "both"):
-        file, m = teacher_signal(teacher, Path(csv), out)
-        settings.update(distil_csv=str(file), distil_weight=weight)
-        minutes["signal_minutes"] = m
-    if arm == "student" and signal in ("extra", "both"):
-        if not extra_data:
-            raise SystemExit("--signal extra/both: --extra-data DIR, the LLM Science Exam folder (its train.csv)")
-        texts = extra_texts(Path(out).parent / f"extra-science-{extra}.csv", extra, extra_data)
-        file, m = pseudo_signal(teacher, Path(csv), texts, out)
-        settings.update(pseudo_csv=str(file))
-        minutes["extra_signal_minutes"] = m
+    if arm == "student":
+        texts = None
+        if signal in ("extra", "both"):
+            if not extra_data:
+                raise SystemExit("--signal extra/both: --extra-data DIR, the LLM Science Exam folder (its train.csv)")
+            texts = extra_texts(Path(out).parent / f"extra-science-{extra}.csv", extra, extra_data)
+        settings, minutes = student_signals(teacher, Path(csv), texts, out, signal, distil_weight=weight)
     result_file = Path(out) / "bench_result.json"  # run_mode's own file, kept with the run
     Path(out).mkdir(parents=True, exist_ok=True)
     r = run_mode("attention", csv, epochs, model=MODELS[arm], result_file=result_file, out=out,
@@ -140,6 +136,21 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
            **{k: round(v, 1) for k, v in minutes.items() if v is not None}, "command": command()}
     save(row)
     return row
+
+
+def student_signals(teacher: str, csv: Path, texts: Path | None, out: str, signal: str,
+                    **distil) -> tuple[dict, dict]:
+    """A student's TrainConfig settings for `signal` ("training": the teacher's predictions of the
+    training rows, --distil-csv with `distil` (its weight, temperature); "extra": its fold-matched
+    pseudo-labels of `texts`, --pseudo-csv; "both") and the minutes each signal took to make."""
+    settings, minutes = {}, {}
+    if signal in ("training", "both"):
+        file, minutes["signal_minutes"] = teacher_signal(teacher, csv, out)
+        settings.update(distil_csv=str(file), **distil)
+    if signal in ("extra", "both"):
+        file, minutes["extra_signal_minutes"] = pseudo_signal(teacher, csv, texts, out)
+        settings.update(pseudo_csv=str(file))
+    return settings, minutes
 
 
 def teacher_signal(teacher: str, csv: Path, out: str) -> tuple[Path, float | None]:
@@ -171,14 +182,11 @@ def tweet_arm(arm: str, out: str, teacher: str, weight: float, temperature: floa
     from utils.env import competition_dir
 
     folder = Path(data or competition_dir(None, TWEET))
-    settings, minutes = {"seed": seed}, {}
-    if arm == "tweet-student" and signal in ("training", "both"):
-        file, minutes["signal_minutes"] = teacher_signal(teacher, folder / "train.csv", out)
-        settings.update(distil_csv=str(file), distil_weight=weight, distil_temperature=temperature)
-    if arm == "tweet-student" and signal in ("extra", "both"):
-        file, minutes["extra_signal_minutes"] = pseudo_signal(teacher, folder / "train.csv", folder / "test.csv", out)
-        settings.update(pseudo_csv=str(file))
-    r = kit(TWEET, folder, minilm(), out, epochs, save_every, **settings)
+    settings, minutes = {}, {}
+    if arm == "tweet-student":
+        settings, minutes = student_signals(teacher, folder / "train.csv", folder / "test.csv", out, signal,
+                                            distil_weight=weight, distil_temperature=temperature)
+    r = kit(TWEET, folder, minilm(), out, epochs, save_every, seed=seed, **settings)
     row = {"arm": arm, "run": out, "seed": seed, "backbone": "all-MiniLM-L6-v2", "epochs": epochs,
            "jaccard": round(r["jaccard"], 4), "per_sentiment": {k: round(v, 3) for k, v in r["per_sentiment"].items()},
            "minutes": round(r["fold_minutes"], 1), "predict_minutes": round(r["predict_minutes"], 2),

@@ -239,8 +239,8 @@ def check_settings(cfg: TrainConfig, comp: Competition) -> None:
     if cfg.loss == "se" and (objective_of(comp).kind != "values" or len(comp.target_cols) != 1):
         raise ValueError("loss 'se' needs a single regression target")
     for flag, file, signal in (("--pseudo-csv", cfg.pseudo_csv, "texts"), ("--distil-csv", cfg.distil_csv, "training")):
-        if file and signal_not_made(comp, signal):
-            raise ValueError(f"{flag}: {signal_not_made(comp, signal)}")
+        if file and (why := signal_not_made(comp, signal)):
+            raise ValueError(f"{flag}: {why}")
     if cfg.distil_csv and cfg.train_options:
         raise ValueError("--distil-csv with --train-options: a row seen with a few of its options drawn at random "
                          "would lose the teacher's distribution over the others; distil on every option "

@@ -248,7 +248,8 @@ def pseudo_info_path(pseudo_csv) -> Path:
 
 def number_cells(raw: pd.Series, where: str, rows: pd.DataFrame | None = None) -> pd.Series:
     """A pseudo-label file's column of numbers as floats, NaN for an empty cell; a cell that is not
-    a finite number refused in one line naming `where` and its rows."""
+    a finite number refused in one line naming `where` and its rows (`rows`, the file's rows: not
+    needed for numbers, read_pseudo's `read_cells` takes them)."""
     values = pd.to_numeric(raw, errors="coerce").astype(float)
     bad = ~np.isfinite(values.to_numpy()) & raw.notna().to_numpy()
     if bad.any():

@@ -676,7 +676,6 @@ class Spans(Objective):
             out[i] = (text, answer, chars, weight, temperature)
         return out
 
-
     def window_targets(self, hard, teacher, weight: float, temperature: float) -> np.ndarray:
         """A window's labels `hard` mixed with its teacher's token probabilities (utils.spans.
         teacher_token_probs) as (1 - weight) x label + weight x teacher, the teacher's softened at
