@@ -11,7 +11,7 @@ from helpers import assert_one_line_error, cfg_for, pseudo_argv, train_argv
 
 from utils import pseudo as pseudo_cli
 from utils import train as train_cli
-from utils.model import TextModel
+from utils.model import TextModel, load_tokenizer
 from utils.predict import predict_model
 from utils.train import RunError, compute_loss, run_cv
 
@@ -161,6 +161,18 @@ def test_pseudo_rows_join_training_only_never_validation_or_oof(teachers, labels
         assert info["n_train"] + info["n_valid"] == 60
         # 30 real + 12 pseudo rows = 6 batches of 8 per epoch, 2 epochs
         assert info["steps"] == 12
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_the_truncation_line_counts_the_pseudo_rows_mixed_in_or_apart(teachers, labels, tiny_bert, tmp_path, capsys,
+                                                                      separate):
+    d = teachers
+    extra = ("--max-len", "12", "--max-steps", "1", *(("--pseudo-epochs", "1") if separate else ()))
+    assert train_cli.main(student_argv(d, tmp_path / "s", labels, tiny_bert, *extra)) == 0
+    tok = load_tokenizer(tiny_bert)
+    texts = pd.read_csv(d / "train.csv").excerpt.tolist() + pd.read_csv(labels).excerpt.tolist()
+    n_long = sum(len(ids) > 12 for ids in tok(texts)["input_ids"])
+    assert 0 < n_long and f"fold 0: {n_long} of 72 texts truncated to max_len 12" in capsys.readouterr().out
 
 
 def test_pseudo_epochs_come_first_then_the_real_rows(teachers, labels, tiny_bert, tmp_path):

@@ -307,7 +307,7 @@ class FoldData:
     valid_ds: TextDataset
     pseudo_ds: TextDataset | None  # pseudo rows trained on alone first (--pseudo-epochs)
     n_pseudo: int
-    n_cut: int  # texts longer than max_len
+    n_cut: int  # texts longer than max_len, of the labelled rows and the pseudo rows
     fit_note: str = ""  # how the training rows' long texts are read, where the shape decides (spans: windows)
     items_ds: TextDataset | None = None  # a retriever's catalogue, tokenized
     negatives: np.ndarray | None = None  # a retriever's mined hard negatives per training row (shape.prepare)
@@ -342,7 +342,8 @@ def fold_data(cfg: TrainConfig, comp, df: pd.DataFrame, folds: np.ndarray, fold:
     items = shape.items(comp, Path(cfg.train_csv).parent)  # a retriever's catalogue, as long as a query may be
     items_ds = None if items is None else TextDataset(items["text"].tolist(), tokenizer, cfg.max_len)
     return FoldData(tokenizer, labels, y, tr, va, train_ds, valid_ds, pseudo_ds, len(p_texts),
-                    train_ds.n_truncated + valid_ds.n_truncated, getattr(train_ds, "fit_note", ""), items_ds)
+                    sum(ds.n_truncated for ds in (train_ds, valid_ds, pseudo_ds) if ds is not None),
+                    getattr(train_ds, "fit_note", ""), items_ds)
 
 
 def fold_model(cfg: TrainConfig, comp: Competition, data: FoldData,
@@ -454,7 +455,7 @@ def train_fold(cfg: TrainConfig, comp: Competition, df: pd.DataFrame, folds: np.
     set_seed(cfg.seed + fold)  # before the model: the head's initialisation is reproducible
     data = fold_data(cfg, comp, df, folds, fold, pseudo)
     if data.n_cut:
-        log(truncation_note(cfg, fold, data.n_cut, len(df), data.fit_note))
+        log(truncation_note(cfg, fold, data.n_cut, len(df) + data.n_pseudo, data.fit_note))
     model, target_mean = fold_model(cfg, comp, data, precision)
     shape.prepare(cfg, data, model, accelerator.device)  # e.g. hard negatives, mined by the untrained model
     model, optimizer, scheduler, b = fold_optimisation(cfg, comp, data, model, fold, accelerator, pseudo is not None)
