@@ -277,14 +277,20 @@ def timing(run_dirs: list, data: str | None) -> list:
     return rows
 
 
+DEFAULTS = {"extra_source": "science", "weight": 0.5, "temperature": 1.0, "seed": 42}  # what --table leaves unsaid
+
+
 def table() -> str:
     rows = json.loads(RESULTS.read_text()) if RESULTS.is_file() else []
-    lines = ["| arm | backbone | epochs | signal | fold 0 (CommonLit RMSE, Tweet Jaccard) | minutes to train | run |",
+    lines = ["| arm | backbone | epochs | signal (its source, weight, temperature, seed where not science, 0.5, 1, 42) "
+             "| fold 0 (CommonLit RMSE, Tweet Jaccard) | minutes to train | run |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r["arm"] != "timing":
             score = r.get("valid_rmse", r.get("jaccard"))
-            lines.append(f"| {r['arm']} | {r['backbone']} | {r['epochs']} | {r.get('signal', '')} | {score:.4f} | "
+            signal = " ".join([r.get("signal") or "", *(f"({k} {r[k]})" for k, default in DEFAULTS.items()
+                                                      if r.get(k, default) != default)]).strip()
+            lines.append(f"| {r['arm']} | {r['backbone']} | {r['epochs']} | {signal} | {score:.4f} | "
                          f"{r['minutes']} | {r['run']} |")
     lines += [f"- {r['run']}: {r['minutes']} min to predict {r['texts']} excerpts"
               for r in rows if r["arm"] == "timing"]
