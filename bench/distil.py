@@ -63,6 +63,8 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 MODELS = {"teacher": "all-mpnet-base-v2", "alone": "", "student": ""}  # "": all-MiniLM-L6-v2
+# the flags' defaults: a row records extra_source only where it differs, and --table says each where it does
+DEFAULTS = {"extra_source": "science", "weight": 0.5, "temperature": 1.0, "seed": 42}
 
 
 def save(row: dict) -> None:
@@ -185,7 +187,8 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
            **({"teacher": teacher, "signal": signal} if arm == "student" else {}),
            **({"weight": weight} if "distil_csv" in settings else {}),
            **({"extra_texts": extra} if "pseudo_csv" in settings else {}),
-           **({"extra_source": extra_source} if "pseudo_csv" in settings and extra_source != "science" else {}),
+           **({"extra_source": extra_source} if "pseudo_csv" in settings and extra_source != DEFAULTS["extra_source"]
+              else {}),
            **({"eval_every": eval_every} if eval_every != 40 else {}),
            **{k: round(v, 1) for k, v in minutes.items() if v is not None}, "command": command()}
     save(row)
@@ -277,9 +280,6 @@ def timing(run_dirs: list, data: str | None) -> list:
     return rows
 
 
-DEFAULTS = {"extra_source": "science", "weight": 0.5, "temperature": 1.0, "seed": 42}  # what --table leaves unsaid
-
-
 def table() -> str:
     rows = json.loads(RESULTS.read_text()) if RESULTS.is_file() else []
     lines = ["| arm | backbone | epochs | signal (its source, weight, temperature, seed where not science, 0.5, 1, 42) "
@@ -308,14 +308,16 @@ def main() -> None:
                    "(the recipe's 40; fewer change only which checkpoint is kept, and save a teacher's time)")
     p.add_argument("--teacher", nargs="+", default=[], help="student: the teacher run folder, or several (their "
                    "equal blend: utils.pseudo --runs A B)")
-    p.add_argument("--weight", type=float, default=0.5, help="student: the teacher's share of each target")
-    p.add_argument("--temperature", type=float, default=1.0, help="tweet-student: the teacher's temperature")
-    p.add_argument("--seed", type=int, default=42, help="tweet-*: the training seed")
+    p.add_argument("--weight", type=float, default=DEFAULTS["weight"],
+                   help="student: the teacher's share of each target")
+    p.add_argument("--temperature", type=float, default=DEFAULTS["temperature"],
+                   help="tweet-student: the teacher's temperature")
+    p.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="tweet-*: the training seed")
     p.add_argument("--signal", choices=("training", "extra", "both"), default="training",
                    help="student: the teacher's predictions of the training rows (--distil-csv), its fold-matched "
                         "pseudo-labels of --extra unlabelled texts (--pseudo-csv), or both")
     p.add_argument("--extra", type=int, default=1500, help="student: how many extra texts (see extra_texts)")
-    p.add_argument("--extra-source", choices=tuple(EXTRA_SOURCES), default="science",
+    p.add_argument("--extra-source", choices=tuple(EXTRA_SOURCES), default=DEFAULTS["extra_source"],
                    help="student: where the extra texts come from: the LLM Science Exam's questions, or excerpts "
                         "of Moby-Dick and the State of the Union addresses (npm's @stdlib datasets; see stdlib_texts)")
     p.add_argument("--extra-data", default="", help="student: the folder of --extra-source")
