@@ -64,7 +64,8 @@ sys.path.insert(0, str(HERE))
 
 MODELS = {"teacher": "all-mpnet-base-v2", "alone": "", "student": ""}  # "": all-MiniLM-L6-v2
 # the flags' defaults: a row records extra_source only where it differs, and --table says each where it does
-DEFAULTS = {"extra_source": "science", "weight": 0.5, "temperature": 1.0, "seed": 42}
+DEFAULTS = {"extra_source": "science", "extra_texts": 1500, "pseudo_epochs": 0, "pseudo_weight": 1.0, "weight": 0.5,
+            "temperature": 1.0, "seed": 42}
 
 
 def save(row: dict) -> None:
@@ -162,7 +163,8 @@ def pseudo_signal(teacher: str, csv: Path, texts: Path, out: str) -> tuple[Path,
 
 def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, teacher: str = "",
           weight: float = 0.5, signal: str = "training", extra: int = 1500, extra_data: str = "",
-          eval_every: int = 40, extra_source: str = "science") -> dict:
+          eval_every: int = 40, extra_source: str = "science", pseudo_epochs: int = 0,
+          pseudo_weight: float = 1.0) -> dict:
     from common import command
     from quality import run_mode
 
@@ -178,6 +180,8 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
             texts = extra_texts(Path(out).parent / f"extra-{extra_source}-{extra}.csv", extra, extra_data,
                                 extra_source)
         settings, minutes = student_signals(teacher, Path(csv), texts, out, signal, distil_weight=weight)
+        if "pseudo_csv" in settings:
+            settings.update(pseudo_epochs=pseudo_epochs, pseudo_weight=pseudo_weight)
     result_file = Path(out) / "bench_result.json"  # run_mode's own file, kept with the run
     Path(out).mkdir(parents=True, exist_ok=True)
     r = run_mode("attention", csv, epochs, model=MODELS[arm], result_file=result_file, out=out,
@@ -187,8 +191,8 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
            **({"teacher": teacher, "signal": signal} if arm == "student" else {}),
            **({"weight": weight} if "distil_csv" in settings else {}),
            **({"extra_texts": extra} if "pseudo_csv" in settings else {}),
-           **({"extra_source": extra_source} if "pseudo_csv" in settings and extra_source != DEFAULTS["extra_source"]
-              else {}),
+           **{k: v for k, v in (("extra_source", extra_source), ("pseudo_epochs", pseudo_epochs),
+                                ("pseudo_weight", pseudo_weight)) if "pseudo_csv" in settings and v != DEFAULTS[k]},
            **({"eval_every": eval_every} if eval_every != 40 else {}),
            **{k: round(v, 1) for k, v in minutes.items() if v is not None}, "command": command()}
     save(row)
@@ -282,7 +286,8 @@ def timing(run_dirs: list, data: str | None) -> list:
 
 def table() -> str:
     rows = json.loads(RESULTS.read_text()) if RESULTS.is_file() else []
-    lines = ["| arm | backbone | epochs | signal (its source, weight, temperature, seed where not science, 0.5, 1, 42) "
+    defaults = ", ".join(f"{k} {v}" for k, v in DEFAULTS.items())
+    lines = [f"| arm | backbone | epochs | signal (and each setting not at its default: {defaults}) "
              "| fold 0 (CommonLit RMSE, Tweet Jaccard) | minutes to train | run |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
@@ -316,11 +321,17 @@ def main() -> None:
     p.add_argument("--signal", choices=("training", "extra", "both"), default="training",
                    help="student: the teacher's predictions of the training rows (--distil-csv), its fold-matched "
                         "pseudo-labels of --extra unlabelled texts (--pseudo-csv), or both")
-    p.add_argument("--extra", type=int, default=1500, help="student: how many extra texts (see extra_texts)")
+    p.add_argument("--extra", type=int, default=DEFAULTS["extra_texts"],
+                   help="student: how many extra texts (see extra_texts)")
     p.add_argument("--extra-source", choices=tuple(EXTRA_SOURCES), default=DEFAULTS["extra_source"],
                    help="student: where the extra texts come from: the LLM Science Exam's questions, or excerpts "
                         "of Moby-Dick and the State of the Union addresses (npm's @stdlib datasets; see stdlib_texts)")
     p.add_argument("--extra-data", default="", help="student: the folder of --extra-source")
+    p.add_argument("--pseudo-epochs", type=int, default=DEFAULTS["pseudo_epochs"],
+                   help="student, --signal extra/both: first this many epochs on the extra texts alone, then "
+                        "--epochs on the labelled rows (0: mixed in every epoch)")
+    p.add_argument("--pseudo-weight", type=float, default=DEFAULTS["pseudo_weight"],
+                   help="student, --signal extra/both: each extra text's share of the loss beside a labelled row's")
     p.add_argument("--runs", nargs="+", default=[], help="timing: the run folders")
     p.add_argument("--data", default=None, help="the CommonLit folder (default: the kit's lookup)")
     p.add_argument("--table", action="store_true")
@@ -337,7 +348,7 @@ def main() -> None:
                         a.signal))
         return
     print(train(a.arm, a.out, a.epochs, a.save_every, a.data, teacher, a.weight, a.signal, a.extra, a.extra_data,
-                a.eval_every, a.extra_source))
+                a.eval_every, a.extra_source, a.pseudo_epochs, a.pseudo_weight))
 
 
 if __name__ == "__main__":

@@ -133,3 +133,16 @@ def test_stdlib_extra_texts_take_both_books_in_turn_and_refuse_a_folder_without_
     texts = distil.stdlib_texts(tmp_path, 0)
     assert len(texts) == 8 and all("whale" in t for t in texts[0::2]) and all("union" in t for t in texts[1::2])
     assert distil.stdlib_texts(tmp_path, 1) != texts and sorted(distil.stdlib_texts(tmp_path, 1)) == sorted(texts)
+
+
+def test_the_distillation_table_names_each_setting_a_row_ran_at_other_than_its_default(monkeypatch, tmp_path):
+    distil = load_script("distil", monkeypatch)
+    rows = [{"arm": "student", "run": "runs/a", "backbone": "m", "epochs": 3, "signal": "extra", "valid_rmse": 0.5,
+             "minutes": 1.0, "extra_texts": 1500, "weight": 0.5},
+            {"arm": "student", "run": "runs/b", "backbone": "m", "epochs": 3, "signal": "extra", "valid_rmse": 0.5,
+             "minutes": 1.0, "extra_texts": 2346, "extra_source": "stdlib", "pseudo_epochs": 1, "pseudo_weight": 0.5}]
+    monkeypatch.setattr(distil, "RESULTS", tmp_path / "distil.json")
+    distil.RESULTS.write_text(json.dumps(rows))
+    a, b = (line for line in distil.table().splitlines() if line.startswith("| student"))
+    assert "| extra |" in a  # the defaults go unsaid
+    assert "extra (extra_source stdlib) (extra_texts 2346) (pseudo_epochs 1) (pseudo_weight 0.5) |" in b
