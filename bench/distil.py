@@ -127,19 +127,36 @@ def stdlib_texts(folder: Path, seed: int) -> list:
     return [t for pair in zip(*texts) for t in pair]
 
 
-EXTRA_SOURCES = {"science": science_texts, "stdlib": stdlib_texts}
+def ell_texts(folder: Path, seed: int) -> list:
+    """Excerpts of the Feedback Prize - English Language Learning essays (grades 8-12, plain and
+    simple prose: the easy end of CommonLit's scale, which the books above leave empty), cut as
+    `prose_excerpts` cuts a book, in an order drawn with `seed`; `folder`: its train.csv."""
+    import random
+
+    import pandas as pd
+
+    texts = [t for essay in pd.read_csv(folder / "train.csv")["full_text"] for t in prose_excerpts(essay)]
+    random.Random(seed).shuffle(texts)
+    return texts
 
 
-def extra_texts(path: Path, n: int, folder: str, source: str = "science", seed: int = 0) -> Path:
-    """`n` unlabelled excerpts for CommonLit's teacher to label, from `source` (EXTRA_SOURCES) in
-    `folder`, drawn at random with `seed`; written to `path` (id, excerpt) once, reused after."""
+EXTRA_SOURCES = {"science": science_texts, "stdlib": stdlib_texts, "ell": ell_texts}
+
+
+def extra_texts(path: Path, n: int, folders: list, sources: list, seed: int = 0) -> Path:
+    """`n` unlabelled excerpts for CommonLit's teacher to label, from `sources` (EXTRA_SOURCES; each
+    in its folder of `folders`), each drawn at random with `seed`, taken from the sources in turn
+    (two sources: half each, while both last); written to `path` (id, excerpt) once, reused after."""
+    from itertools import zip_longest
+
     import pandas as pd
 
     from utils.files import write_csv
 
     if path.is_file():
         return path
-    texts = EXTRA_SOURCES[source](Path(folder), seed)[:n]
+    each = [EXTRA_SOURCES[source](Path(folder), seed) for source, folder in zip(sources, folders, strict=True)]
+    texts = [t for turn in zip_longest(*each) for t in turn if t is not None][:n]
     write_csv(path, pd.DataFrame({"id": [f"extra{i:05d}" for i in range(len(texts))], "excerpt": texts}))
     return path
 
@@ -162,8 +179,8 @@ def pseudo_signal(teacher: str, csv: Path, texts: Path, out: str) -> tuple[Path,
 
 
 def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, teacher: str = "",
-          weight: float = 0.5, signal: str = "training", extra: int = 1500, extra_data: str = "",
-          eval_every: int = 40, extra_source: str = "science", pseudo_epochs: int = 0,
+          weight: float = 0.5, signal: str = "training", extra: int = 1500, extra_data: tuple = (),
+          eval_every: int = 40, extra_sources: tuple = ("science",), pseudo_epochs: int = 0,
           pseudo_weight: float = 1.0) -> dict:
     from common import command
     from quality import run_mode
@@ -171,14 +188,15 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
     from utils.env import competition_dir
 
     csv = str(Path(competition_dir(data)) / "train.csv")
-    settings, minutes = {}, {}
+    settings, minutes, extra_source = {}, {}, "+".join(extra_sources)
     if arm == "student":
         texts = None
         if signal in ("extra", "both"):
-            if not extra_data:
-                raise SystemExit(f"--signal extra/both: --extra-data DIR, the folder of --extra-source {extra_source}")
+            if len(extra_data) != len(extra_sources):
+                raise SystemExit(f"--signal extra/both: --extra-data DIR ..., one folder for each --extra-source "
+                                 f"({' '.join(extra_sources)}), in the same order")
             texts = extra_texts(Path(out).parent / f"extra-{extra_source}-{extra}.csv", extra, extra_data,
-                                extra_source)
+                                extra_sources)
         settings, minutes = student_signals(teacher, Path(csv), texts, out, signal, distil_weight=weight)
         if "pseudo_csv" in settings:
             settings.update(pseudo_epochs=pseudo_epochs, pseudo_weight=pseudo_weight)
@@ -323,10 +341,11 @@ def main() -> None:
                         "pseudo-labels of --extra unlabelled texts (--pseudo-csv), or both")
     p.add_argument("--extra", type=int, default=DEFAULTS["extra_texts"],
                    help="student: how many extra texts (see extra_texts)")
-    p.add_argument("--extra-source", choices=tuple(EXTRA_SOURCES), default=DEFAULTS["extra_source"],
-                   help="student: where the extra texts come from: the LLM Science Exam's questions, or excerpts "
-                        "of Moby-Dick and the State of the Union addresses (npm's @stdlib datasets; see stdlib_texts)")
-    p.add_argument("--extra-data", default="", help="student: the folder of --extra-source")
+    p.add_argument("--extra-source", nargs="+", choices=tuple(EXTRA_SOURCES), default=[DEFAULTS["extra_source"]],
+                   help="student: where the extra texts come from (several: taken in turn): the LLM Science Exam's "
+                        "questions, excerpts of Moby-Dick and the State of the Union addresses (npm's @stdlib "
+                        "datasets; see stdlib_texts), or of the English Language Learning essays (see ell_texts)")
+    p.add_argument("--extra-data", nargs="+", default=[], help="student: the folder of each --extra-source")
     p.add_argument("--pseudo-epochs", type=int, default=DEFAULTS["pseudo_epochs"],
                    help="student, --signal extra/both: first this many epochs on the extra texts alone, then "
                         "--epochs on the labelled rows (0: mixed in every epoch)")
@@ -347,8 +366,8 @@ def main() -> None:
         print(tweet_arm(a.arm, a.out, teacher, a.weight, a.temperature, a.epochs, a.save_every, a.data, a.seed,
                         a.signal))
         return
-    print(train(a.arm, a.out, a.epochs, a.save_every, a.data, teacher, a.weight, a.signal, a.extra, a.extra_data,
-                a.eval_every, a.extra_source, a.pseudo_epochs, a.pseudo_weight))
+    print(train(a.arm, a.out, a.epochs, a.save_every, a.data, teacher, a.weight, a.signal, a.extra, tuple(a.extra_data),
+                a.eval_every, tuple(a.extra_source), a.pseudo_epochs, a.pseudo_weight))
 
 
 if __name__ == "__main__":

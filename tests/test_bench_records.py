@@ -146,3 +146,22 @@ def test_the_distillation_table_names_each_setting_a_row_ran_at_other_than_its_d
     a, b = (line for line in distil.table().splitlines() if line.startswith("| student"))
     assert "| extra |" in a  # the defaults go unsaid
     assert "extra (extra_source stdlib) (extra_texts 2346) (pseudo_epochs 1) (pseudo_weight 0.5) |" in b
+
+
+def test_extra_texts_take_several_sources_in_turn_then_the_longer_alone(monkeypatch, tmp_path):
+    import pandas as pd
+
+    distil = load_script("distil", monkeypatch)
+    essay = "\n\n".join(" ".join(f"I think word {i} is good." for i in range(30)) for _ in range(2))  # 2 x 180 words
+    (tmp_path / "ell").mkdir()
+    pd.DataFrame({"text_id": ["a", "b"], "full_text": [essay, essay.replace("good", "fine")]}).to_csv(
+        tmp_path / "ell" / "train.csv", index=False)
+    ell = distil.ell_texts(tmp_path / "ell", 0)
+    assert len(ell) == 4 and all(len(t.split()) >= 150 for t in ell)  # each essay cut into two excerpts
+    assert distil.ell_texts(tmp_path / "ell", 1) != ell and sorted(distil.ell_texts(tmp_path / "ell", 1)) == sorted(ell)
+    (tmp_path / "sci").mkdir()
+    pd.DataFrame({"prompt": ["Why?", "How?"], **{c: ["Yes", "No"] for c in "ABCDE"}}).to_csv(
+        tmp_path / "sci" / "train.csv", index=False)  # two questions: one text
+    file = distil.extra_texts(tmp_path / "x.csv", 4, [tmp_path / "ell", tmp_path / "sci"], ["ell", "science"])
+    texts = pd.read_csv(file)["excerpt"].tolist()
+    assert texts[0] == ell[0] and "Why?" in texts[1] and texts[2:] == ell[1:3]
