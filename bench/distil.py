@@ -181,7 +181,7 @@ def pseudo_signal(teacher: str, csv: Path, texts: Path, out: str) -> tuple[Path,
 def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, teacher: str = "",
           weight: float = 0.5, signal: str = "training", extra: int = 1500, extra_data: tuple = (),
           eval_every: int = 40, extra_sources: tuple = ("science",), pseudo_epochs: int = 0,
-          pseudo_weight: float = 1.0) -> dict:
+          pseudo_weight: float = 1.0, seed: int = 42) -> dict:
     from common import command
     from quality import run_mode
 
@@ -202,7 +202,7 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
             settings.update(pseudo_epochs=pseudo_epochs, pseudo_weight=pseudo_weight)
     result_file = Path(out) / "bench_result.json"  # run_mode's own file, kept with the run
     Path(out).mkdir(parents=True, exist_ok=True)
-    r = run_mode("attention", csv, epochs, model=MODELS[arm], result_file=result_file, out=out,
+    r = run_mode("attention", csv, epochs, seed=seed, model=MODELS[arm], result_file=result_file, out=out,
                  save_every=save_every, eval_every=eval_every, **settings)
     row = {"arm": arm, "run": out, "backbone": MODELS[arm] or "all-MiniLM-L6-v2", "epochs": epochs,
            "valid_rmse": round(r["valid_rmse"], 4), "minutes": round(r["minutes"], 1),
@@ -212,6 +212,7 @@ def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, te
            **{k: v for k, v in (("extra_source", extra_source), ("pseudo_epochs", pseudo_epochs),
                                 ("pseudo_weight", pseudo_weight)) if "pseudo_csv" in settings and v != DEFAULTS[k]},
            **({"eval_every": eval_every} if eval_every != 40 else {}),
+           **({"seed": seed} if seed != DEFAULTS["seed"] else {}),
            **{k: round(v, 1) for k, v in minutes.items() if v is not None}, "command": command()}
     save(row)
     return row
@@ -335,7 +336,7 @@ def main() -> None:
                    help="student: the teacher's share of each target")
     p.add_argument("--temperature", type=float, default=DEFAULTS["temperature"],
                    help="tweet-student: the teacher's temperature")
-    p.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="tweet-*: the training seed")
+    p.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="the training seed")
     p.add_argument("--signal", choices=("training", "extra", "both"), default="training",
                    help="student: the teacher's predictions of the training rows (--distil-csv), its fold-matched "
                         "pseudo-labels of --extra unlabelled texts (--pseudo-csv), or both")
@@ -367,7 +368,7 @@ def main() -> None:
                         a.signal))
         return
     print(train(a.arm, a.out, a.epochs, a.save_every, a.data, teacher, a.weight, a.signal, a.extra, tuple(a.extra_data),
-                a.eval_every, tuple(a.extra_source), a.pseudo_epochs, a.pseudo_weight))
+                a.eval_every, tuple(a.extra_source), a.pseudo_epochs, a.pseudo_weight, a.seed))
 
 
 if __name__ == "__main__":
