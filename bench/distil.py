@@ -17,6 +17,11 @@ teacher, beside MiniLM alone, each with bench/quality.py's recipe (batch 16, max
     python bench/distil.py teacher --epochs 3 --eval-every 142 --out runs/cl-mpnet-e3 --save-every 40
     python bench/distil.py student --epochs 3 --teacher runs/cl-mpnet-e3 --signal extra --extra-source stdlib \
         --extra-data DIR --out runs/cl-stdlib-e3    # DIR: see stdlib_texts
+    python bench/distil.py student --epochs 3 --teacher runs/cl-mpnet-e3 --signal extra --extra-source stdlib \
+        --extra 2346 --extra-data DIR --pseudo-epochs 1 --out runs/cl-pe1-e3    # an epoch of them alone first
+    python bench/distil.py student --epochs 3 --teacher runs/cl-mpnet-e3 --signal extra --extra-source stdlib ell \
+        --extra-data DIR ELL_DIR --out runs/cl-mix-e3    # half stdlib excerpts, half ELL essay excerpts
+    python bench/distil.py alone --epochs 3 --seed 1 --out runs/cl-minilm-e3-s1
     python bench/distil.py timing  --runs runs/cl-mpnet-e1 runs/cl-student-e1
     python bench/distil.py --table
     python bench/distil.py tweet-student --epochs 1 --teacher runs/tweet-mpnet-e1 --out runs/tweet-student-e1
@@ -43,8 +48,10 @@ made by a model trained on exactly those rows), then MiniLM with `--distil-csv` 
 teacher's share of each target). `--signal extra`: instead, the teacher's fold-matched
 pseudo-labels (`utils.pseudo --texts`) of 1,500 unlabelled excerpts (extra_texts: LLM Science Exam
 questions, two to a text, a prompt and its options as sentences; `--extra-source stdlib`: excerpts
-of Moby-Dick and of the State of the Union addresses, half each) join fold 0's training rows
-(`--pseudo-csv`, weight 1); `--signal both`: the two together. `timing`: minutes each run's
+of Moby-Dick and of the State of the Union addresses, half each; `ell`: excerpts of the English
+Language Learning essays; several sources: taken in turn) join fold 0's training rows
+(`--pseudo-csv`, weight 1, or `--pseudo-weight`; `--pseudo-epochs N`: N epochs on them alone
+first); `--signal both`: the two together. `timing`: minutes each run's
 fold-0 model takes to predict the 567 validation excerpts (CommonLit's test file holds 7: the
 validation rows stand in for a test set), on this machine's CPU threads, one after the other in
 the same command. Each run folder is saved at each validation and every --save-every steps: the
