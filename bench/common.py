@@ -9,14 +9,18 @@ MACHINE_PATHS = {"--data": "DIR", "--extra-data": "DIR", "--train-csv": "CSV"}
 
 def command() -> str:
     """The running bench script's command line, as `python bench/<script> ...`, with the data folder
-    recorded as DIR (--data, --extra-data) and a --train-csv file as CSV (paths of the machine that ran it)."""
-    args = []
-    for i, a in enumerate(sys.argv[1:], 1):
-        flag, eq, _ = a.partition("=")
-        if eq and flag in MACHINE_PATHS:
-            a = f"{flag}={MACHINE_PATHS[flag]}"
-        elif sys.argv[i - 1] in MACHINE_PATHS:
-            a = MACHINE_PATHS[sys.argv[i - 1]]
+    recorded as DIR (--data, --extra-data) and a --train-csv file as CSV (paths of the machine that ran it;
+    a flag's further values too, where they are paths: `--extra-data A B`)."""
+    args, flag = [], None  # flag: the path flag whose values are being read
+    for a in sys.argv[1:]:
+        name, eq, _ = a.partition("=")
+        if a.startswith("-"):
+            flag = name if name in MACHINE_PATHS and not eq else None
+            a = f"{name}={MACHINE_PATHS[name]}" if eq and name in MACHINE_PATHS else a
+        elif flag and (args[-1] == flag or "/" in a):
+            a = MACHINE_PATHS[flag]
+        else:
+            flag = None
         args.append(a)
     return " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *args])
 

@@ -32,6 +32,10 @@ def load_script(name: str, monkeypatch):
      "python bench/backbones.py commonlit --model all-mpnet-base-v2"),
     (["bench/distil.py", "student", "--signal", "extra", "--extra-data", "/data/science"],
      "python bench/distil.py student --signal extra --extra-data DIR"),
+    (["bench/distil.py", "student", "--extra-data", "/data/books", "/data/ell", "--out", "runs/x"],
+     "python bench/distil.py student --extra-data DIR DIR --out runs/x"),
+    (["bench/spans.py", "--data", "/data/tsx", "tweet", "--out", "runs/a"],  # a positional after a path flag
+     "python bench/spans.py --data DIR tweet --out runs/a"),
 ])
 def test_the_recorded_command_names_the_running_script_and_no_machine_path(monkeypatch, argv, expected):
     common = load_script("common", monkeypatch)
