@@ -70,7 +70,8 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 MODELS = {"teacher": "all-mpnet-base-v2", "alone": "", "student": ""}  # "": all-MiniLM-L6-v2
-# the flags' defaults: a row records extra_source only where it differs, and --table says each where it does
+# the flags' defaults: a row records a student's extra_source, pseudo_epochs, pseudo_weight and seed only where they
+# differ, and --table says each setting where it does
 DEFAULTS = {"extra_source": "science", "extra_texts": 1500, "pseudo_epochs": 0, "pseudo_weight": 1.0, "weight": 0.5,
             "temperature": 1.0, "seed": 42}
 
@@ -374,8 +375,10 @@ def main() -> None:
         print(tweet_arm(a.arm, a.out, teacher, a.weight, a.temperature, a.epochs, a.save_every, a.data, a.seed,
                         a.signal))
         return
-    print(train(a.arm, a.out, a.epochs, a.save_every, a.data, teacher, a.weight, a.signal, a.extra, tuple(a.extra_data),
-                a.eval_every, tuple(a.extra_source), a.pseudo_epochs, a.pseudo_weight, a.seed))
+    print(train(a.arm, a.out, a.epochs, a.save_every, a.data, teacher=teacher, weight=a.weight, signal=a.signal,
+                extra=a.extra, extra_data=tuple(a.extra_data), eval_every=a.eval_every,
+                extra_sources=tuple(a.extra_source), pseudo_epochs=a.pseudo_epochs, pseudo_weight=a.pseudo_weight,
+                seed=a.seed))
 
 
 if __name__ == "__main__":
