@@ -86,6 +86,23 @@ def test_a_student_trains_on_them_and_records_its_teachers(teacher, tiny_bert, c
     assert list(t.columns).index("teachers") < list(t.columns).index("metric")
 
 
+def test_a_teacher_of_one_fold_teaches_that_folds_student(tmp_path, tiny_bert):
+    # a teacher trained on fold 0 alone (--only-folds 0) predicts only the rows fold 0's student trains on;
+    # fold 0's own rows are in no fold's training side here, so the file lacks them and the student still trains
+    from conftest import tiny_frame
+
+    csv = write_csv(tiny_frame(30), tmp_path / "train.csv")
+    run_cv(cfg_for(csv, tmp_path / "teacher", tiny_bert, folds=3, only_folds=(0,), max_steps=1, max_len=32))
+    out = _teacher_file(tmp_path / "teacher", csv, tmp_path / "t.csv")
+    assert len(pd.read_csv(out)) == 20
+    m = run_cv(cfg_for(csv, tmp_path / "student", tiny_bert, folds=3, only_folds=(0,), max_steps=1, max_len=32,
+                       distil_csv=str(out)))
+    assert np.isfinite(m["cv"])
+    with pytest.raises(DataError, match="t.csv has no target_fold1"):  # no teacher of fold 1: refused as before
+        run_cv(cfg_for(csv, tmp_path / "student1", tiny_bert, folds=3, only_folds=(1,), max_steps=1, max_len=32,
+                       distil_csv=str(out)))
+
+
 def test_a_file_of_other_texts_other_folds_or_other_rows_is_refused_in_one_line(teacher, tiny_bert, tmp_path,
                                                                                  capsys):
     tmp, csv = teacher

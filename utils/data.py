@@ -351,19 +351,24 @@ def read_teacher(path, ids: pd.Series, folds: np.ndarray, fingerprint: str, todo
         raise DataError(f"{path.name} has no O_fold{{k}} columns: a student needs each fold's own teacher")
     table = df.set_index(df[id_col].astype(str))
     ids = ids.astype(str)
-    missing = ~ids.isin(table.index)
+    needed = np.zeros(len(ids), dtype=bool)  # the rows some fold to train trains on: a teacher of fold 0 alone
+    for k in todo:  # predicts no row of fold 0, which no other fold's student is here to train on
+        needed |= np.asarray(folds) != k
+    missing = needed & ~ids.isin(table.index).to_numpy()
     if missing.any():
         raise DataError(f"{path.name} has no prediction for {int(missing.sum())} training rows (e.g. id "
                         f"{ids[missing].iloc[0]!r}): the teachers were trained on other rows")
+    table = table.reindex(ids)
+    present = table[id_col].notna().to_numpy()
     for col in text_cols if texts is not None else ():
-        theirs = table.loc[ids, col].fillna("").astype(str).to_numpy()
+        theirs = table[col].fillna("").astype(str).to_numpy()
         ours = texts[col].fillna("").astype(str).to_numpy()
-        if (theirs != ours).any():
-            i = int(np.flatnonzero(theirs != ours)[0])
+        if (present & (theirs != ours)).any():
+            i = int(np.flatnonzero(present & (theirs != ours))[0])
             raise DataError(f"{path.name}: column {col!r} of id {ids.iloc[i]!r} is not the training file's text: the "
                             "teacher's predictions were made of another version of the training file")
     cols = [f"{o}_fold{k}" for k in todo for o in outputs]
-    out = table.loc[ids, cols].reset_index(drop=True)
+    out = table[cols].reset_index(drop=True)
     for k in todo:
         need = (np.asarray(folds) != k)
         for o in outputs:
