@@ -187,9 +187,10 @@ def pseudo_signal(teacher: str, csv: Path, texts: Path, out: str) -> tuple[Path,
 
 
 def train(arm: str, out: str, epochs: int, save_every: int, data: str | None, teacher: str = "",
-          weight: float = 0.5, signal: str = "training", extra: int = 1500, extra_data: tuple = (),
-          eval_every: int = 40, extra_sources: tuple = ("science",), pseudo_epochs: int = 0,
-          pseudo_weight: float = 1.0, seed: int = 42) -> dict:
+          weight: float = DEFAULTS["weight"], signal: str = "training", extra: int = DEFAULTS["extra_texts"],
+          extra_data: tuple = (), eval_every: int = 40, extra_sources: tuple = (DEFAULTS["extra_source"],),
+          pseudo_epochs: int = DEFAULTS["pseudo_epochs"], pseudo_weight: float = DEFAULTS["pseudo_weight"],
+          seed: int = DEFAULTS["seed"]) -> dict:
     from common import command
     from quality import run_mode
 
@@ -259,7 +260,7 @@ def teacher_signal(teacher: str, csv: Path, out: str) -> tuple[Path, float | Non
 
 
 def tweet_arm(arm: str, out: str, teacher: str, weight: float, temperature: float, epochs: int, save_every: int,
-              data: str | None, seed: int = 42, signal: str = "training") -> dict:
+              data: str | None, seed: int = DEFAULTS["seed"], signal: str = "training") -> dict:
     """Tweet Sentiment Extraction, fold 0, all-MiniLM-L6-v2 on bench/spans.py's recipe and timings
     (its tweet-kit arm): `tweet-student` with TEACHER's character scores of its training rows
     (--distil-csv; `signal` "training"), of the 3,534 unlabelled test tweets (--pseudo-csv, fold-matched;

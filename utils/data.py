@@ -354,12 +354,12 @@ def read_teacher(path, ids: pd.Series, folds: np.ndarray, fingerprint: str, todo
     needed = np.zeros(len(ids), dtype=bool)  # the rows some fold to train trains on: a teacher of fold 0 alone
     for k in todo:  # predicts no row of fold 0, which no other fold's student is here to train on
         needed |= np.asarray(folds) != k
-    missing = needed & ~ids.isin(table.index).to_numpy()
+    present = ids.isin(table.index).to_numpy()
+    missing = needed & ~present
     if missing.any():
         raise DataError(f"{path.name} has no prediction for {int(missing.sum())} training rows (e.g. id "
                         f"{ids[missing].iloc[0]!r}): the teachers were trained on other rows")
     table = table.reindex(ids)
-    present = table[id_col].notna().to_numpy()
     for col in text_cols if texts is not None else ():
         theirs = table[col].fillna("").astype(str).to_numpy()
         ours = texts[col].fillna("").astype(str).to_numpy()
