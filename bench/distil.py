@@ -21,6 +21,8 @@ teacher, beside MiniLM alone, each with bench/quality.py's recipe (batch 16, max
         --extra 2346 --extra-data DIR --pseudo-epochs 1 --out runs/cl-pe1-e3    # an epoch of them alone first
     python bench/distil.py student --epochs 3 --teacher runs/cl-mpnet-e3 --signal extra --extra-source stdlib ell \
         --extra-data DIR ELL_DIR --out runs/cl-mix-e3    # half stdlib excerpts, half ELL essay excerpts
+    python bench/distil.py student --epochs 3 --teacher runs/cl-mpnet-e3 --signal extra --extra-source austen stdlib \
+        --extra 6631 --extra-data DIR2 DIR --pseudo-epochs 1 --out runs/cl-austen-pe1-e3    # DIR2: see austen_texts
     python bench/distil.py alone --epochs 3 --seed 1 --out runs/cl-minilm-e3-s1
     python bench/distil.py timing  --runs runs/cl-mpnet-e1 runs/cl-student-e1
     python bench/distil.py --table
@@ -49,7 +51,7 @@ teacher's share of each target). `--signal extra`: instead, the teacher's fold-m
 pseudo-labels (`utils.pseudo --texts`) of 1,500 unlabelled excerpts (extra_texts: LLM Science Exam
 questions, two to a text, a prompt and its options as sentences; `--extra-source stdlib`: excerpts
 of Moby-Dick and of the State of the Union addresses, half each; `ell`: excerpts of the English
-Language Learning essays; several sources: taken in turn) join fold 0's training rows
+Language Learning essays; `austen`: of Jane Austen's six novels; several sources: taken in turn) join fold 0's training rows
 (`--pseudo-csv`, weight 1, or `--pseudo-weight`; `--pseudo-epochs N`: N epochs on them alone
 first); `--signal both`: the two together. `timing`: minutes each run's
 fold-0 model takes to predict the 567 validation excerpts (CommonLit's test file holds 7: the
@@ -148,7 +150,58 @@ def ell_texts(folder: Path, seed: int) -> list:
     return texts
 
 
-EXTRA_SOURCES = {"science": science_texts, "stdlib": stdlib_texts, "ell": ell_texts}
+def r_strings(blob: bytes) -> list:
+    """The character vector an R serialization (XDR, version 2 or 3) holds; NA reads as ""."""
+    import struct
+
+    if blob[:2] != b"X\n":
+        raise ValueError("not an R serialization in XDR format")
+    pos = 14  # "X\n", the format version, R's version and the oldest that reads it
+    if struct.unpack(">i", blob[2:6])[0] == 3:
+        pos += 4 + struct.unpack(">i", blob[pos:pos + 4])[0]  # the native encoding's name
+    kind, n = struct.unpack(">ii", blob[pos:pos + 8])
+    if kind & 0xFF != 16:
+        raise ValueError(f"an R object of type {kind & 0xFF}, not a character vector")
+    out, pos = [], pos + 8
+    for _ in range(n):
+        size = struct.unpack(">i", blob[pos + 4:pos + 8])[0]
+        out.append("" if size < 0 else blob[pos + 8:pos + 8 + size].decode("utf-8"))
+        pos += 8 + max(size, 0)
+    return out
+
+
+def austen_texts(folder: Path, seed: int) -> list:
+    """Excerpts of Jane Austen's six novels (literature of CommonLit's harder end, about 4,300), cut
+    as `prose_excerpts` cuts a book, headings and italics' underscores dropped, in an order drawn
+    with `seed`: Debian's r-cran-janeaustenr unpacked in `folder` (`apt-get download
+    r-cran-janeaustenr`, then `dpkg-deb -x` the .deb into it): its data/Rdata.rdb, R's lazy-load
+    database, one zlib-compressed character vector of lines per novel."""
+    import random
+    import re
+    import struct
+    import zlib
+
+    found = sorted(folder.glob("**/janeaustenr/data/Rdata.rdb"))
+    if not found:
+        raise SystemExit(f"--extra-source austen: {folder} lacks the unpacked r-cran-janeaustenr package "
+                         "(its janeaustenr/data/Rdata.rdb)")
+    data, pos, texts = found[0].read_bytes(), 0, []
+    while pos < len(data):
+        unpacked = zlib.decompressobj()
+        try:
+            blob = unpacked.decompress(data[pos + 4:])
+        except zlib.error:
+            blob = b""
+        if not unpacked.eof or len(blob) != struct.unpack(">i", data[pos:pos + 4])[0]:
+            raise SystemExit(f"--extra-source austen: {found[0]} is not a zlib-compressed lazy-load database")
+        lines, pos = r_strings(blob), len(data) - len(unpacked.unused_data)
+        paragraphs = "\n".join(lines).replace("_", "").split("\n\n")
+        texts += prose_excerpts("\n\n".join(p for p in paragraphs if re.search(r"[^\w\s]\s*$", p)))
+    random.Random(seed).shuffle(texts)
+    return texts
+
+
+EXTRA_SOURCES = {"science": science_texts, "stdlib": stdlib_texts, "ell": ell_texts, "austen": austen_texts}
 
 
 def extra_texts(path: Path, n: int, folders: list, sources: list, seed: int = 0) -> Path:
@@ -354,7 +407,8 @@ def main() -> None:
     p.add_argument("--extra-source", nargs="+", choices=tuple(EXTRA_SOURCES), default=[DEFAULTS["extra_source"]],
                    help="student: where the extra texts come from (several: taken in turn): the LLM Science Exam's "
                         "questions, excerpts of Moby-Dick and the State of the Union addresses (npm's @stdlib "
-                        "datasets; see stdlib_texts), or of the English Language Learning essays (see ell_texts)")
+                        "datasets; see stdlib_texts), of the English Language Learning essays (see ell_texts), or of "
+                        "Jane Austen's novels (Debian's r-cran-janeaustenr; see austen_texts)")
     p.add_argument("--extra-data", nargs="+", default=[], help="student: the folder of each --extra-source")
     p.add_argument("--pseudo-epochs", type=int, default=DEFAULTS["pseudo_epochs"],
                    help="student, --signal extra/both: first this many epochs on the extra texts alone, then "

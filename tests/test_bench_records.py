@@ -169,3 +169,39 @@ def test_extra_texts_take_several_sources_in_turn_then_the_longer_alone(monkeypa
     file = distil.extra_texts(tmp_path / "x.csv", 4, [tmp_path / "ell", tmp_path / "sci"], ["ell", "science"])
     texts = pd.read_csv(file)["excerpt"].tolist()
     assert texts[0] == ell[0] and "Why?" in texts[1] and texts[2:] == ell[1:3]
+
+
+def _r_character_vector(lines: list, version: int = 3) -> bytes:
+    """`lines` serialized as R serializes a character vector (XDR; None: NA), as R's lazy-load database holds it."""
+    import struct
+
+    head = b"X\n" + struct.pack(">iii", version, 0x40201, 0x30500)
+    if version == 3:
+        head += struct.pack(">i", 5) + b"UTF-8"
+    body = b"".join(struct.pack(">ii", 0x9, -1) if s is None else
+                    struct.pack(">ii", 0x40009, len(s.encode())) + s.encode() for s in lines)
+    return head + struct.pack(">ii", 16, len(lines)) + body
+
+
+def test_austen_texts_read_rs_lazy_load_database_and_drop_headings(monkeypatch, tmp_path):
+    import struct
+    import zlib
+
+    distil = load_script("distil", monkeypatch)
+    with pytest.raises(SystemExit, match="lacks the unpacked r-cran-janeaustenr"):
+        distil.austen_texts(tmp_path, 0)
+    sentence = "She walked to the _village_ and back again that day."  # 10 words
+    novels = [["EMMA", "", "By Jane Austen", "", "CHAPTER I", "", *[sentence] * 16, "", None, *[sentence] * 15],
+              ["PERSUASION", "", "Chapter 1", "", *[sentence] * 30]]
+    data = tmp_path / "usr/lib/R/site-library/janeaustenr/data"
+    data.mkdir(parents=True)
+    blobs = [_r_character_vector(novels[0]), _r_character_vector(novels[1], version=2)]
+    (data / "Rdata.rdb").write_bytes(b"".join(struct.pack(">i", len(b)) + zlib.compress(b) for b in blobs))
+    texts = distil.austen_texts(tmp_path, 0)
+    assert len(texts) == 4 and all(len(t.split()) >= 150 for t in texts)  # each novel: two excerpts of 15 sentences
+    assert not any(h in t for t in texts for h in ("EMMA", "Austen", "CHAPTER", "Chapter", "PERSUASION", "_"))
+    assert all(t.split()[0] == "She" and t.endswith("day.") for t in texts)
+    assert distil.austen_texts(tmp_path, 1) != texts and sorted(distil.austen_texts(tmp_path, 1)) == sorted(texts)
+    (data / "Rdata.rdb").write_bytes(struct.pack(">i", 99) + b"not zlib at all")
+    with pytest.raises(SystemExit, match="Rdata.rdb is not a zlib-compressed lazy-load database"):
+        distil.austen_texts(tmp_path, 0)
