@@ -51,8 +51,8 @@ teacher's share of each target). `--signal extra`: instead, the teacher's fold-m
 pseudo-labels (`utils.pseudo --texts`) of 1,500 unlabelled excerpts (extra_texts: LLM Science Exam
 questions, two to a text, a prompt and its options as sentences; `--extra-source stdlib`: excerpts
 of Moby-Dick and of the State of the Union addresses, half each; `ell`: excerpts of the English
-Language Learning essays; `austen`: of Jane Austen's six novels; several sources: taken in turn) join fold 0's training rows
-(`--pseudo-csv`, weight 1, or `--pseudo-weight`; `--pseudo-epochs N`: N epochs on them alone
+Language Learning essays; `austen`: of Jane Austen's six novels; several sources: taken in turn)
+join fold 0's training rows (`--pseudo-csv`, weight 1, or `--pseudo-weight`; `--pseudo-epochs N`: N epochs on them alone
 first); `--signal both`: the two together. `timing`: minutes each run's
 fold-0 model takes to predict the 567 validation excerpts (CommonLit's test file holds 7: the
 validation rows stand in for a test set), on this machine's CPU threads, one after the other in
